@@ -1,0 +1,59 @@
+"""embodied-core: configuration, plugin registry, hooks, CLI and the Trainer API.
+
+Importing this package is cheap (no torch); heavy names are imported on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from embodied_core.errors import ConfigError, EmbodiedError, UsageError
+from embodied_core.hooks import hookimpl
+from embodied_core.registry import register
+
+if TYPE_CHECKING:
+    from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
+    from embodied_core.config.resolve import load_config
+    from embodied_core.config.run_config import RunConfig
+    from embodied_core.config.training_args import TrainingArgs
+    from embodied_core.model_api import ModelOutput, TensorBatch, Transforms
+    from embodied_core.trainer.api import Trainer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BaseDataConfig",
+    "BaseModelConfig",
+    "ConfigError",
+    "EmbodiedError",
+    "ModelOutput",
+    "RunConfig",
+    "TensorBatch",
+    "Trainer",
+    "TrainingArgs",
+    "Transforms",
+    "UsageError",
+    "hookimpl",
+    "load_config",
+    "register",
+]
+
+_LAZY = {
+    "BaseDataConfig": "embodied_core.config.model_config",
+    "BaseModelConfig": "embodied_core.config.model_config",
+    "load_config": "embodied_core.config.resolve",
+    "RunConfig": "embodied_core.config.run_config",
+    "TrainingArgs": "embodied_core.config.training_args",
+    "ModelOutput": "embodied_core.model_api",
+    "TensorBatch": "embodied_core.model_api",
+    "Transforms": "embodied_core.model_api",
+    "Trainer": "embodied_core.trainer.api",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'embodied_core' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""The ``embodied`` command line."""

@@ -1,0 +1,110 @@
+"""``embodied train``: a tyro CLI generated in two phases.
+
+Phase 1 finds the model (``--model-name``, ``EMBODIED_MODEL_NAME`` or the config file) without importing
+torch or the model's code; phase 2 builds the parser from ``TrainingArgs`` plus that model's
+``ModelConfig`` and ``DataConfig``, with defaults taken from the lower configuration layers (model YAML,
+``--config-file``, environment, dotlist), so explicit flags win over all of them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import attrs
+import tyro
+
+from embodied_core import registry
+from embodied_core.cli._argv import boolean_flags, scan_value, split_argv, wants_help
+from embodied_core.config.converter import structure, unstructure
+from embodied_core.config.resolve import merged_layers, structure_sections
+from embodied_core.config.run_config import RunConfig
+from embodied_core.config.training_args import TrainingArgs
+from embodied_core.errors import ConfigError
+from embodied_core.registry.groups import MODELS
+
+__all__ = ["parse_train_argv", "main"]
+
+_PROG = "embodied train"
+
+
+def _description() -> str:
+    models = ", ".join(registry.names(MODELS)) or "none installed"
+    return ("Train a model plugin. Flags override dotlist items (model.x=1 data.y=2), which override "
+            "EMBODIED_<FLAG> environment variables, which override the YAML (--config-file, else the model's "
+            f"default YAML).\nInstalled models: {models}. Add --model-name NAME --help to see its model and "
+            "data fields.")
+
+
+def _cli_class(model_cls: type, data_cls: type) -> type:
+    """An attrs class with the training flags at top level and ``--model.*`` / ``--data.*`` groups."""
+    return attrs.make_class(
+        "TrainCommand",
+        {
+            "training": attrs.field(type=Annotated[TrainingArgs, tyro.conf.OmitArgPrefixes,
+                                                   tyro.conf.arg(name="")]),
+            "model": attrs.field(type=model_cls),
+            "data": attrs.field(type=data_cls),
+        },
+        kw_only=True,
+    )
+
+
+def _help_without_model(flags: list[str]) -> None:
+    with attrs.validators.disabled():
+        tyro.cli(TrainingArgs, args=flags, prog=_PROG, description=_description())
+
+
+def parse_train_argv(argv: Sequence[str], *, environ: dict[str, str] | None = None) -> RunConfig:
+    """Parses ``embodied train`` arguments into a structured RunConfig (not yet validated).
+
+    Raises:
+        SystemExit: for ``--help`` (0) and tyro's own usage errors (2).
+        UsageError: unknown model, unknown keys, wrong types, failed validators (all reported together).
+    """
+    environ = dict(os.environ) if environ is None else environ
+    flags, dotlist = split_argv(argv, boolean_flags(TrainingArgs))
+    model_name = scan_value(flags, "--model-name")
+    config_file = scan_value(flags, "--config-file")
+    if model_name is None and config_file is None and "EMBODIED_MODEL_NAME" not in environ \
+            and not any(d.startswith("training.model_name=") for d in dotlist) and wants_help(flags):
+        _help_without_model(flags)
+    merged, spec = merged_layers(config_file=config_file, model_name=model_name, overrides=dotlist,
+                                 environ=environ)
+    base = structure_sections(merged, spec, source="defaults, YAML, environment and dotlist")
+    cli_cls = _cli_class(spec.model_config, spec.data_config)
+    flags, dotlist = split_argv(argv, boolean_flags(cli_cls))
+    default = cli_cls(training=base.training, model=base.model, data=base.data)
+    with attrs.validators.disabled():  # validators run below, all problems at once
+        parsed = tyro.cli(cli_cls, args=flags, default=default, prog=_PROG, description=_description())
+    return _restructure(parsed, spec)
+
+
+def _restructure(parsed: Any, spec: Any) -> RunConfig:
+    problems: list[str] = []
+    parts: dict[str, Any] = {}
+    for section, cls in (("training", TrainingArgs), ("model", spec.model_config), ("data", spec.data_config)):
+        try:
+            parts[section] = structure(unstructure(getattr(parsed, section)), cls, path=section)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems, source="flags")
+    return RunConfig(**parts)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Runs ``embodied train``; returns the exit code."""
+    from embodied_core.cli._errors import run_guarded
+
+    def run() -> int:
+        config = parse_train_argv(argv)
+        from embodied_core.trainer.api import Trainer
+
+        Trainer(config).train()
+        return 0
+
+    return run_guarded(_PROG, run)
+
+

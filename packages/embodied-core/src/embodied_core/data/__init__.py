@@ -1,0 +1,1 @@
+"""Generic data plumbing used by the Trainer: resumable loader and index samplers."""

@@ -1,0 +1,158 @@
+"""A resumable, epoch-based DataLoader for map-style datasets.
+
+State is ``(epoch, position)``: the epoch number and how many samples of this rank's share of the epoch
+were handed to the trainer. Resuming rebuilds the epoch's order from ``(seed, epoch)`` and starts at
+``position`` without decoding skipped samples, so a resumed run sees exactly the batches an
+uninterrupted run would have seen. Per-sample randomness (augmentations) is seeded from
+``(seed, epoch, index)``, never from the trainer's global RNG, so it does not depend on worker count.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from embodied_core.data.samplers import ShareFn
+
+__all__ = ["ResumableLoader", "sample_seed"]
+
+
+def sample_seed(seed: int, epoch: int, index: int) -> int:
+    """A 63-bit seed for one sample of one epoch (stable across processes and worker counts)."""
+    mixed = (seed * 0x9E3779B97F4A7C15 + epoch * 0xBF58476D1CE4E5B9 + index * 0x94D049BB133111EB)
+    return mixed % (2**63 - 1)
+
+
+class _SeededTransformDataset(Dataset):
+    """Applies the sample transform under RNG state derived from ``(seed, epoch, index)``."""
+
+    def __init__(self, dataset: Any, transform: Callable[[dict[str, Any]], dict[str, Any]], seed: int) -> None:
+        self.dataset = dataset
+        self.transform = transform
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key: tuple[int, int]) -> dict[str, Any]:
+        epoch, index = key
+        seed = sample_seed(self.seed, epoch, index)
+        py_state, np_state = random.getstate(), np.random.get_state()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            random.seed(seed)
+            np.random.seed(seed % 2**32)
+            try:
+                return self.transform(self.dataset[index])
+            finally:
+                random.setstate(py_state)
+                np.random.set_state(np_state)
+
+
+class ResumableLoader:
+    """Endless iterator of collated batches over epochs, with ``state_dict``/``load_state_dict``.
+
+    Args:
+        dataset: a map-style dataset returning sample dicts.
+        batch_size: samples per batch (per rank).
+        share_fn: maps the epoch's global order to this rank's indices (a sampler plugin).
+        seed: seeds the epoch order and per-sample randomness.
+        sample_transform, collate_fn: the model's data pipeline.
+        shuffle: shuffle each epoch (seeded by ``(seed, epoch)``).
+        num_workers, multiprocessing_context, seed_workers: DataLoader worker settings; ``seed_workers``
+            seeds each worker's global RNGs from ``(seed, epoch, worker_id)``.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        *,
+        batch_size: int,
+        share_fn: ShareFn,
+        seed: int,
+        sample_transform: Callable[[dict[str, Any]], dict[str, Any]],
+        collate_fn: Callable[[Sequence[Mapping[str, Any]]], Any],
+        shuffle: bool = True,
+        num_workers: int = 0,
+        multiprocessing_context: str | None = None,
+        seed_workers: bool = False,
+        pin_memory: bool = False,
+    ) -> None:
+        self._dataset = _SeededTransformDataset(dataset, sample_transform, seed)
+        self.batch_size = batch_size
+        self.share_fn = share_fn
+        self.seed = seed
+        self.collate_fn = collate_fn
+        self.shuffle = shuffle
+        self.num_workers = num_workers
+        self.multiprocessing_context = multiprocessing_context if num_workers > 0 else None
+        self.seed_workers = seed_workers
+        self.pin_memory = pin_memory
+        self.epoch = 0
+        self.position = 0
+        if self.batches_per_epoch() == 0:
+            raise ValueError(f"the dataset has {len(dataset)} samples: too few for one batch of {batch_size} "
+                             "per rank; lower --per-device-batch-size or use more data")
+
+    def epoch_indices(self, epoch: int) -> list[int]:
+        """This rank's indices of ``epoch``, in order."""
+        n = len(self._dataset)
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(sample_seed(self.seed, epoch, -1))
+            order = torch.randperm(n, generator=generator).tolist()
+        else:
+            order = list(range(n))
+        return self.share_fn(order)
+
+    def batches_per_epoch(self) -> int:
+        """Full batches per epoch on this rank (the last partial batch is dropped)."""
+        return len(self.share_fn(list(range(len(self._dataset))))) // self.batch_size
+
+    def _worker_init(self, worker_id: int) -> None:
+        seed = sample_seed(self.seed, self.epoch, 10_000_000 + worker_id)
+        torch.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+
+    def _epoch_loader(self) -> DataLoader:
+        indices = self.epoch_indices(self.epoch)
+        usable = len(indices) // self.batch_size * self.batch_size
+        keys = [(self.epoch, i) for i in indices[self.position : usable]]
+        return DataLoader(
+            self._dataset,
+            batch_size=self.batch_size,
+            sampler=keys,
+            collate_fn=self.collate_fn,
+            num_workers=self.num_workers,
+            multiprocessing_context=self.multiprocessing_context,
+            worker_init_fn=self._worker_init if self.seed_workers else None,
+            persistent_workers=False,
+            pin_memory=self.pin_memory,
+            drop_last=True,
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            for batch in self._epoch_loader():
+                self.position += self.batch_size
+                yield batch
+            self.epoch += 1
+            self.position = 0
+
+    def state_dict(self) -> dict[str, int]:
+        """Position of the next batch: epoch and samples already consumed in it on this rank."""
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "batch_size": self.batch_size}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        """Continues from a saved position; refuses a state saved with another seed or batch size."""
+        for key in ("seed", "batch_size"):
+            if state.get(key, getattr(self, key)) != getattr(self, key):
+                raise ValueError(f"dataloader state was saved with {key}={state[key]}, this run uses "
+                                 f"{getattr(self, key)}; resume with the same --seed and --per-device-batch-size")
+        self.epoch = int(state["epoch"])
+        self.position = int(state["position"])

@@ -1,0 +1,89 @@
+"""Typed exceptions of embodied.
+
+User mistakes (bad flags, bad config, unknown plugins) derive from :class:`UsageError`: the CLI turns them
+into a message and exit code 2, without a traceback. Everything else that fails at run time derives from
+:class:`EmbodiedError` and exits with code 1.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "DataError",
+    "EmbodiedError",
+    "NotSupportedYetError",
+    "PluginError",
+    "PluginLoadError",
+    "UnknownPluginError",
+    "UsageError",
+    "closest_match",
+]
+
+
+class EmbodiedError(Exception):
+    """Base class of every error raised by embodied."""
+
+
+class UsageError(EmbodiedError, ValueError):
+    """A mistake the user can fix by changing a flag, a config file or the environment."""
+
+
+class ConfigError(UsageError):
+    """One or more configuration problems, each naming its path and what would be valid.
+
+    Args:
+        problems: one human-readable line per problem.
+        source: where the values came from (a file, "flags", ...), prefixed to the message.
+    """
+
+    def __init__(self, problems: Iterable[str] | str, *, source: str | None = None) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.source = source
+        head = f"invalid configuration ({source})" if source else "invalid configuration"
+        if len(self.problems) == 1:
+            message = f"{head}: {self.problems[0]}"
+        else:
+            message = f"{head}, {len(self.problems)} problems:\n" + "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(message)
+
+
+class NotSupportedYetError(UsageError):
+    """A flag value whose feature is not available in the installed packages."""
+
+
+class PluginError(UsageError):
+    """A plugin could not be found or is declared twice."""
+
+
+class UnknownPluginError(PluginError):
+    """A plugin name that no installed distribution provides."""
+
+
+class PluginLoadError(EmbodiedError):
+    """A selected plugin failed to import; names the distribution that provides it."""
+
+
+class CheckpointError(EmbodiedError):
+    """A checkpoint is missing, incomplete or does not match the model."""
+
+
+class DataError(EmbodiedError):
+    """A dataset is missing files or is inconsistent."""
+
+
+def closest_match(name: str, choices: Iterable[str]) -> str | None:
+    """Returns the choice closest to ``name`` (case-insensitive), or None when nothing is close."""
+    choices = list(choices)
+    lowered = {c.lower(): c for c in choices}
+    hits = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.5)
+    return lowered[hits[0]] if hits else None
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """Formats a ``" (did you mean 'x'?)"`` suffix, or an empty string."""
+    match = closest_match(name, choices)
+    return f" (did you mean {match!r}?)" if match else ""

@@ -1,0 +1,86 @@
+"""The interface between data, model and trainer (DESIGN 5 and 6).
+
+``Dataset -> sample dict -> sample_transform -> collate_fn -> PreparedBatch -> batch.to(device)
+-> model(batch) -> ModelOutput(loss, metrics)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["ModelOutput", "PreparedBatch", "TensorBatch", "Transforms", "collate_samples"]
+
+
+@attrs.define
+class ModelOutput:
+    """What ``model(batch)`` returns. ``metrics`` hold detached tensors; no ``.item()`` inside forward."""
+
+    loss: torch.Tensor
+    metrics: dict[str, torch.Tensor] = attrs.Factory(dict)
+
+
+@runtime_checkable
+class PreparedBatch(Protocol):
+    """A model-ready batch that can move itself to a device."""
+
+    def to(self, device: torch.device | str) -> PreparedBatch: ...
+
+
+class TensorBatch(dict):
+    """A dict batch: tensors move with ``.to(device)``; other values (task strings) stay as they are."""
+
+    def to(self, device: torch.device | str) -> TensorBatch:
+        import torch
+
+        return TensorBatch({k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+                            for k, v in self.items()})
+
+    def __len__(self) -> int:  # the number of keys; see batch_size for the number of samples
+        return dict.__len__(self)
+
+    @property
+    def batch_size(self) -> int:
+        """Number of samples (leading dimension of the first tensor)."""
+        import torch
+
+        for value in self.values():
+            if isinstance(value, torch.Tensor):
+                return int(value.shape[0])
+            if isinstance(value, list):
+                return len(value)
+        return 0
+
+
+def collate_samples(samples: Sequence[Mapping[str, Any]]) -> TensorBatch:
+    """Stacks tensors and numbers key by key; strings become lists. All samples must share keys."""
+    import torch
+
+    keys = list(samples[0])
+    for i, sample in enumerate(samples[1:], start=1):
+        if list(sample) != keys:
+            raise ValueError(f"sample {i} has keys {sorted(sample)}, sample 0 has {sorted(keys)}")
+    batch = TensorBatch()
+    for key in keys:
+        values = [s[key] for s in samples]
+        first = values[0]
+        if isinstance(first, torch.Tensor):
+            batch[key] = torch.stack(values)
+        elif isinstance(first, (bool, int, float)):
+            batch[key] = torch.tensor(values)
+        else:
+            batch[key] = list(values)
+    return batch
+
+
+@attrs.define
+class Transforms:
+    """A model's data pipeline: a per-sample transform (runs in workers) and a collate function."""
+
+    sample_transform: Callable[[dict[str, Any]], dict[str, Any]] = attrs.field(default=lambda sample: sample)
+    collate_fn: Callable[[Sequence[Mapping[str, Any]]], Any] = collate_samples

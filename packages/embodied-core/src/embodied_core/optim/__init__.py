@@ -1,0 +1,1 @@
+"""Optimizers, LR schedules and parameter grouping."""

@@ -1,0 +1,41 @@
+"""Plugin registry: discovery from entry points, selection by name, lazy loading.
+
+Public API:
+    names(group), get_entry(group, name), get_spec(group, name), load_factory(group, name),
+    register(group, name, spec), unregister(group, name), clear_cache(), discover(group).
+"""
+
+from embodied_core.registry import groups
+from embodied_core.registry._discovery import (
+    PLUGINS_ENV_VAR,
+    GroupEntries,
+    PluginEntry,
+    clear_cache,
+    discover,
+    normalize_group,
+    register,
+    unregister,
+)
+from embodied_core.registry._registry import get_entry, get_spec, load_factory, load_object, names
+from embodied_core.registry.specs import DatasetFormatSpec, ModelSpec, PluginSpec, import_object
+
+__all__ = [
+    "PLUGINS_ENV_VAR",
+    "DatasetFormatSpec",
+    "GroupEntries",
+    "ModelSpec",
+    "PluginEntry",
+    "PluginSpec",
+    "clear_cache",
+    "discover",
+    "get_entry",
+    "get_spec",
+    "groups",
+    "import_object",
+    "load_factory",
+    "load_object",
+    "names",
+    "normalize_group",
+    "register",
+    "unregister",
+]

@@ -1,0 +1,91 @@
+"""Selecting and loading plugins by name."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+from embodied_core.errors import PluginError, PluginLoadError, UnknownPluginError, did_you_mean
+from embodied_core.registry._discovery import PluginEntry, discover
+from embodied_core.registry.specs import PluginSpec
+
+
+def _describe(entry: PluginEntry) -> str:
+    return f"{entry.distribution} {entry.version} ({entry.value})"
+
+
+def names(group: str) -> list[str]:
+    """Sorted names available in ``group`` (conflicting names included: selecting them is an error)."""
+    found = discover(group)
+    return sorted({*found.entries, *found.conflicts})
+
+
+def get_entry(group: str, name: str, *, flag: str | None = None) -> PluginEntry:
+    """The metadata of plugin ``name`` in ``group``; raises a UsageError for unknown or conflicting names.
+
+    Args:
+        flag: the CLI flag that selected the plugin, named in the error message.
+    """
+    found = discover(group)
+    if name in found.conflicts:
+        claims = "; ".join(_describe(e) for e in found.conflicts[name])
+        raise PluginError(f"{group}: the name {name!r} is provided by more than one distribution: {claims}. "
+                          "Uninstall one of them.")
+    if name not in found.entries:
+        where = f"{flag} " if flag else ""
+        available = sorted(found.entries)
+        listing = ", ".join(available) if available else "none installed"
+        raise UnknownPluginError(f"unknown {where}{name!r} in plugin group {group}; installed: {listing}"
+                                 f"{did_you_mean(name, available)}")
+    return found.entries[name]
+
+
+def load_object(entry: PluginEntry) -> Any:
+    """Imports the object an entry names; a failure names the distribution and the import error."""
+    if entry.obj is not None:
+        return entry.obj
+    return _load_value(entry.value, entry.distribution, entry.group, entry.name)
+
+
+@functools.cache
+def _load_value(value: str, distribution: str, group: str, name: str) -> Any:
+    module_name, _, attr_path = value.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in filter(None, attr_path.split(".")):
+            obj = getattr(obj, part)
+    except Exception as exc:  # any import-time failure of third-party code
+        raise PluginLoadError(
+            f"plugin {name!r} ({group}) from distribution {distribution!r} failed to load {value!r}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    return obj
+
+
+def get_spec(group: str, name: str, *, flag: str | None = None) -> PluginSpec:
+    """Loads the spec of plugin ``name`` (importing only its light spec module)."""
+    entry = get_entry(group, name, flag=flag)
+    spec = load_object(entry)
+    if not isinstance(spec, PluginSpec):
+        raise PluginLoadError(
+            f"plugin {name!r} ({group}) from distribution {entry.distribution!r}: {entry.value!r} is a "
+            f"{type(spec).__name__}, expected a PluginSpec"
+        )
+    if spec.name != name:
+        raise PluginLoadError(f"plugin {name!r} ({group}) from {entry.distribution!r}: its spec is named "
+                              f"{spec.name!r}; the entry-point name and spec name must agree")
+    return spec
+
+
+def load_factory(group: str, name: str, *, flag: str | None = None) -> Any:
+    """Loads the spec, then imports its heavy factory; failures name the distribution."""
+    spec = get_spec(group, name, flag=flag)
+    entry = get_entry(group, name)
+    try:
+        return spec.load_factory()
+    except Exception as exc:
+        raise PluginLoadError(
+            f"plugin {name!r} ({group}) from distribution {entry.distribution!r} failed to import its "
+            f"factory {spec.factory!r}: {type(exc).__name__}: {exc}"
+        ) from exc

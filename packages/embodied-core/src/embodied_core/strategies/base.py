@@ -1,0 +1,115 @@
+"""The contract of a distributed strategy (group ``embodied.distributed_strategies``) and the
+single-process strategy.
+
+The trainer talks to the model, optimizer and checkpoints only through a strategy, so DDP, ZeRO-1 and
+FSDP2 (package embodied-dist) change none of the training loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from embodied_core.config.training_args import TrainingArgs
+
+__all__ = ["DistributedStrategy", "SingleProcessStrategy"]
+
+OptimizerFactory = Callable[[Iterable[dict[str, Any]]], torch.optim.Optimizer]
+
+
+class DistributedStrategy:
+    """Base class: one process, no wrapping. Subclasses override what differs.
+
+    A strategy is constructed with the training args and must not touch the process group before
+    :meth:`setup`.
+    """
+
+    def __init__(self, args: TrainingArgs) -> None:
+        self.args = args
+        self.rank = 0
+        self.world_size = 1
+        self.local_rank = 0
+        self.device = torch.device("cpu")
+
+    # --- lifecycle ---
+    def setup(self) -> None:
+        """Initializes the process group (if any) and picks this rank's device."""
+        self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
+            else torch.device("cpu")
+
+    def close(self) -> None:
+        """Releases the process group (if any)."""
+
+    @property
+    def is_main(self) -> bool:
+        """True on the rank that writes logs and shared files."""
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        """Waits for all ranks."""
+
+    # --- model and optimizer ---
+    def wrap_model(self, model: nn.Module) -> nn.Module:
+        """Moves the model to the device and wraps it for distribution."""
+        return model.to(self.device)
+
+    def unwrap_model(self, model: nn.Module) -> nn.Module:
+        """The user's module inside any wrapper."""
+        return model
+
+    def build_optimizer(self, param_groups: list[dict[str, Any]], factory: OptimizerFactory) -> torch.optim.Optimizer:
+        """Builds the optimizer (ZeRO-1 wraps the factory here)."""
+        return factory(param_groups)
+
+    @contextlib.contextmanager
+    def grad_sync(self, model: nn.Module, *, sync: bool) -> Iterator[None]:
+        """Context for one micro-batch's backward; gradients are reduced only when ``sync``."""
+        yield
+
+    def clip_grad_norm(self, model: nn.Module, max_norm: float) -> torch.Tensor:
+        """Total gradient norm over all ranks; clips when ``max_norm > 0`` (else only measures)."""
+        params = [p for p in model.parameters() if p.grad is not None]
+        if not params:
+            return torch.zeros((), device=self.device)
+        if max_norm > 0:
+            return torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+        return torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+
+    def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Mean of ``tensor`` over ranks."""
+        return tensor
+
+    def all_gather_scalars(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``[world_size, *tensor.shape]`` stack of every rank's tensor."""
+        return tensor.unsqueeze(0)
+
+    # --- checkpoint state ---
+    def model_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """Full (unsharded) model state, on CPU, on the main rank (may be empty elsewhere)."""
+        return {k: v.detach().cpu() for k, v in self.unwrap_model(model).state_dict().items()}
+
+    def load_model_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        """Loads a full model state (strict)."""
+        self.unwrap_model(model).load_state_dict(state, strict=True)
+
+    def optimizer_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """Optimizer state to checkpoint (this rank's part for sharded optimizers)."""
+        return optimizer.state_dict()
+
+    def load_optimizer_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer,
+                                  state: dict[str, Any]) -> None:
+        """Restores what :meth:`optimizer_state_dict` produced."""
+        optimizer.load_state_dict(state)
+
+
+class SingleProcessStrategy(DistributedStrategy):
+    """One process, unwrapped model (what ``--distributed-strategy`` means with WORLD_SIZE=1)."""
+
+
+def build_single(args: TrainingArgs) -> DistributedStrategy:
+    """Factory of the ``single`` strategy."""
+    return SingleProcessStrategy(args)

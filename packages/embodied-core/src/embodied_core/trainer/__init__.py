@@ -1,0 +1,1 @@
+"""Trainers (group ``embodied.trainers``)."""

@@ -1,0 +1,57 @@
+"""``Trainer``: the programmatic entry point; does exactly what ``embodied train`` does."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from embodied_core import registry
+from embodied_core.config.resolve import load_config, model_spec
+from embodied_core.config.run_config import RunConfig
+from embodied_core.config.validate import validate_run_config
+from embodied_core.hooks import make_plugin_manager
+from embodied_core.registry import groups
+from embodied_core.trainer.base import BaseTrainer, TrainResult
+
+__all__ = ["Trainer"]
+
+
+class Trainer:
+    """Validates a configuration, then trains with the selected ``--trainer-type``.
+
+    Args:
+        config: a :class:`RunConfig`, or a path to a config YAML (e.g. a run's ``config.yaml``), or a
+            mapping ``{"training": {...}, "model": {...}, "data": {...}}`` of explicit values (with the
+            precedence of CLI flags over the model's default YAML and the environment).
+        plugins: hook implementation objects (see :mod:`embodied_core.hooks`).
+
+    Example::
+
+        from embodied_core import Trainer
+        Trainer({"training": {"model_name": "tiny_flow_policy", "dataset_format": "dummy_datasets",
+                              "train_iters": 100}}).train()
+    """
+
+    def __init__(self, config: RunConfig | Mapping[str, Any] | str | os.PathLike[str], *,
+                 plugins: Iterable[Any] = ()) -> None:
+        if isinstance(config, (str, os.PathLike)):
+            config = load_config(config_file=str(Path(config)))
+        elif isinstance(config, Mapping):
+            config = load_config(training=config.get("training"), model=config.get("model"),
+                                 data=config.get("data"))
+        self.config: RunConfig = config
+        validate_run_config(config)
+        self.plugins = list(plugins)
+
+    def build(self) -> BaseTrainer:
+        """The trainer instance of ``--trainer-type`` (not set up yet)."""
+        spec = model_spec(self.config.model_name)
+        hooks = make_plugin_manager(self.plugins, blocked=self.config.training.block_plugins)
+        factory = registry.load_factory(groups.TRAINERS, self.config.training.trainer_type, flag="--trainer-type")
+        return factory(self.config, model_spec=spec, hooks=hooks)
+
+    def train(self) -> TrainResult:
+        """Trains and returns the final step, output dir, last logged metrics and last checkpoint."""
+        return self.build().train()

@@ -1,0 +1,88 @@
+"""Builders of the trainer's components from the registry: strategy, optimizer, schedule, data, loggers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from embodied_core import registry
+from embodied_core.config.run_config import RunConfig
+from embodied_core.config.training_args import TrainingArgs
+from embodied_core.data.loader import ResumableLoader
+from embodied_core.loggers.base import MetricsLogger
+from embodied_core.model_api import Transforms
+from embodied_core.registry import groups
+from embodied_core.registry.specs import ModelSpec
+from embodied_core.strategies.base import DistributedStrategy, SingleProcessStrategy
+
+__all__ = ["build_data", "build_loggers", "build_optimizer", "build_scheduler", "build_strategy",
+           "parameter_groups"]
+
+
+def build_strategy(args: TrainingArgs, world_size: int) -> DistributedStrategy:
+    """The distributed strategy; a single process runs unwrapped whatever ``--distributed-strategy`` says."""
+    if world_size == 1:
+        return SingleProcessStrategy(args)
+    factory = registry.load_factory(groups.DISTRIBUTED_STRATEGIES, args.distributed_strategy,
+                                    flag="--distributed-strategy")
+    return factory(args)
+
+
+def parameter_groups(model: nn.Module, args: TrainingArgs) -> list[dict[str, Any]]:
+    """Trainable parameters in optimizer groups (one group with ``--lr-base`` by default)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": params, "lr": args.lr_base, "weight_decay": args.weight_decay, "name": "default"}]
+
+
+def build_optimizer(model: nn.Module, args: TrainingArgs, strategy: DistributedStrategy) -> torch.optim.Optimizer:
+    """The ``--optimizer`` plugin over :func:`parameter_groups`, built through the strategy."""
+    factory = registry.load_factory(groups.OPTIMIZERS, args.optimizer, flag="--optimizer")
+    return strategy.build_optimizer(parameter_groups(model, args), lambda groups_: factory(list(groups_), args))
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, args: TrainingArgs) -> torch.optim.lr_scheduler.LambdaLR:
+    """A LambdaLR applying the ``--lr-decay-style`` schedule to every group's own peak LR."""
+    lr_fn = registry.load_factory(groups.LR_SCHEDULERS, args.lr_decay_style, flag="--lr-decay-style")(args)
+
+    def multiplier(base_lr: float) -> Any:
+        return lambda step: lr_fn(step, base_lr) / base_lr if base_lr > 0 else 0.0
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, [multiplier(g["lr"]) for g in optimizer.param_groups])
+
+
+def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy) -> ResumableLoader:
+    """Dataset (``--dataset-format``) + the model's transforms + sampler -> a resumable loader."""
+    args = config.training
+    dataset = registry.load_factory(groups.DATASET_FORMATS, args.dataset_format,
+                                    flag="--dataset-format")(args, config.data)
+    make_transforms = spec.load_transforms()
+    transforms = make_transforms(config.model, config.data, dataset) if make_transforms else Transforms()
+    share_fn = registry.load_factory(groups.SAMPLERS, args.distributed_sampler_mode,
+                                     flag="--distributed-sampler-mode")(strategy.rank, strategy.world_size)
+    return ResumableLoader(
+        dataset,
+        batch_size=args.per_device_batch_size,
+        share_fn=share_fn,
+        seed=args.seed,
+        sample_transform=transforms.sample_transform,
+        collate_fn=transforms.collate_fn,
+        num_workers=args.num_workers,
+        multiprocessing_context=args.dataloader_multiprocessing_context,
+        seed_workers=args.dataloader_seed_workers,
+        pin_memory=strategy.device.type == "cuda",
+    )
+
+
+def build_loggers(args: TrainingArgs, *, output_dir: Path, is_main: bool,
+                  resume_step: int | None) -> list[MetricsLogger]:
+    """Every installed logger plugin that its flags enable."""
+    loggers = []
+    for name in registry.names(groups.LOGGERS):
+        logger = registry.load_factory(groups.LOGGERS, name)(args, output_dir=output_dir, is_main=is_main,
+                                                             resume_step=resume_step)
+        if logger is not None:
+            loggers.append(logger)
+    return loggers

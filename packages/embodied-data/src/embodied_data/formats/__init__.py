@@ -1,0 +1,1 @@
+"""Dataset formats (group ``embodied.dataset_formats``)."""

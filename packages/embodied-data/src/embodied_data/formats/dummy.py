@@ -1,0 +1,64 @@
+"""``dummy_datasets``: deterministic random samples with the LeRobot keys of DESIGN 5.
+
+Shapes come from the model's DataConfig: cameras ``[T, C, H, W]`` uint8 (``[C, H, W]`` when
+``image_history == 1``), ``observation.state`` ``[T, D]`` (``[D]`` when ``state_history == 1``),
+``action`` ``[H, D]`` with ``action_is_pad``. Sample ``i`` is the same on every call and every process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from embodied_core.config.model_config import BaseDataConfig
+from embodied_core.config.training_args import TrainingArgs
+
+__all__ = ["DummyDataset", "build_dummy_dataset"]
+
+_TASKS = ("pick up the cube", "push the block to the goal")
+
+
+class DummyDataset(Dataset):
+    """``num_samples`` random samples; the sample at ``index`` is a pure function of ``(seed, index)``."""
+
+    def __init__(self, data_config: BaseDataConfig, *, num_samples: int, seed: int = 0, episode_length: int = 50):
+        self.config = data_config
+        self.num_samples = num_samples
+        self.seed = seed
+        self.episode_length = episode_length
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if not 0 <= index < self.num_samples:
+            raise IndexError(f"index {index} out of range for {self.num_samples} samples")
+        cfg = self.config
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        height, width = cfg.image_size
+        episode, frame = divmod(index, self.episode_length)
+        sample: dict[str, Any] = {}
+        for key in cfg.camera_keys:
+            shape = (cfg.image_history, 3, height, width) if cfg.image_history > 1 else (3, height, width)
+            sample[key] = torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8)
+            if cfg.image_history > 1:
+                sample[f"{key}_is_pad"] = torch.zeros(cfg.image_history, dtype=torch.bool)
+        state_shape = (cfg.state_history, cfg.state_dim) if cfg.state_history > 1 else (cfg.state_dim,)
+        sample[cfg.state_key] = torch.randn(state_shape, generator=gen)
+        if cfg.state_history > 1:
+            sample[f"{cfg.state_key}_is_pad"] = torch.zeros(cfg.state_history, dtype=torch.bool)
+        sample[cfg.action_key] = torch.randn((cfg.action_horizon, cfg.action_dim), generator=gen)
+        sample[f"{cfg.action_key}_is_pad"] = torch.zeros(cfg.action_horizon, dtype=torch.bool)
+        sample["task"] = _TASKS[episode % len(_TASKS)]
+        sample["index"] = torch.tensor(index)
+        sample["episode_index"] = torch.tensor(episode)
+        sample["frame_index"] = torch.tensor(frame)
+        sample["timestamp"] = torch.tensor(frame / 30.0, dtype=torch.float32)
+        return sample
+
+
+def build_dummy_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> DummyDataset:
+    """Factory of ``dummy_datasets`` (reads ``--num-samples`` and ``--seed``)."""
+    return DummyDataset(data_config, num_samples=args.num_samples, seed=args.seed)

@@ -1,0 +1,13 @@
+"""Specs of the plugins embodied-data provides (named by its entry points; imports no torch)."""
+
+from __future__ import annotations
+
+from embodied_core.registry import DatasetFormatSpec
+
+DUMMY_DATASETS = DatasetFormatSpec(
+    name="dummy_datasets",
+    description="random samples with the LeRobot keys, shaped from the model's DataConfig",
+    factory="embodied_data.formats.dummy:build_dummy_dataset",
+    uses_flags=("num_samples",),
+    needs_path=False,
+)

@@ -1,0 +1,1 @@
+"""embodied-dist: distributed strategies (reached through the registry)."""

@@ -1,0 +1,1 @@
+"""embodied-models: model plugins (reached through the registry)."""
