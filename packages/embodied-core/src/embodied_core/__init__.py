@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from embodied_core.errors import ConfigError, EmbodiedError, UsageError
-from embodied_core.hooks import hookimpl
-from embodied_core.registry import register
 
 if TYPE_CHECKING:
+    from embodied_core.hooks import hookimpl
+    from embodied_core.registry import register
     from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
     from embodied_core.config.resolve import load_config
     from embodied_core.config.run_config import RunConfig
@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 _LAZY = {
+    "hookimpl": "embodied_core.hooks",
+    "register": "embodied_core.registry",
     "BaseDataConfig": "embodied_core.config.model_config",
     "BaseModelConfig": "embodied_core.config.model_config",
     "load_config": "embodied_core.config.resolve",

@@ -4,27 +4,28 @@ Phase 1 finds the model (``--model-name``, ``EMBODIED_MODEL_NAME`` or the config
 torch or the model's code; phase 2 builds the parser from ``TrainingArgs`` plus that model's
 ``ModelConfig`` and ``DataConfig``, with defaults taken from the lower configuration layers (model YAML,
 ``--config-file``, environment, dotlist), so explicit flags win over all of them.
+
+Imports are deferred: ``embodied train --help`` loads only tyro, attrs and the training args.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import attrs
 import tyro
 
 from embodied_core import registry
 from embodied_core.cli._argv import boolean_flags, scan_value, split_argv, wants_help
-from embodied_core.config.converter import structure, unstructure
-from embodied_core.config.resolve import merged_layers, structure_sections
-from embodied_core.config.run_config import RunConfig
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.errors import ConfigError
 from embodied_core.registry.groups import MODELS
 
-__all__ = ["parse_train_argv", "main"]
+if TYPE_CHECKING:
+    from embodied_core.config.run_config import RunConfig
+
+__all__ = ["main", "parse_train_argv"]
 
 _PROG = "embodied train"
 
@@ -33,7 +34,7 @@ def _description() -> str:
     models = ", ".join(registry.names(MODELS)) or "none installed"
     return ("Train a model plugin. Flags override dotlist items (model.x=1 data.y=2), which override "
             "EMBODIED_<FLAG> environment variables, which override the YAML (--config-file, else the model's "
-            f"default YAML).\nInstalled models: {models}. Add --model-name NAME --help to see its model and "
+            f"default YAML). Installed models: {models}. Add --model-name NAME --help to see its model and "
             "data fields.")
 
 
@@ -51,9 +52,10 @@ def _cli_class(model_cls: type, data_cls: type) -> type:
     )
 
 
-def _help_without_model(flags: list[str]) -> None:
-    with attrs.validators.disabled():
-        tyro.cli(TrainingArgs, args=flags, prog=_PROG, description=_description())
+def _model_selected(flags: Sequence[str], dotlist: Sequence[str], environ: dict[str, str]) -> bool:
+    return (scan_value(flags, "--model-name") is not None or scan_value(flags, "--config-file") is not None
+            or "EMBODIED_MODEL_NAME" in environ or "EMBODIED_CONFIG_FILE" in environ
+            or any(d.startswith(("training.model_name=", "training.config_file=")) for d in dotlist))
 
 
 def parse_train_argv(argv: Sequence[str], *, environ: dict[str, str] | None = None) -> RunConfig:
@@ -65,13 +67,14 @@ def parse_train_argv(argv: Sequence[str], *, environ: dict[str, str] | None = No
     """
     environ = dict(os.environ) if environ is None else environ
     flags, dotlist = split_argv(argv, boolean_flags(TrainingArgs))
-    model_name = scan_value(flags, "--model-name")
-    config_file = scan_value(flags, "--config-file")
-    if model_name is None and config_file is None and "EMBODIED_MODEL_NAME" not in environ \
-            and not any(d.startswith("training.model_name=") for d in dotlist) and wants_help(flags):
-        _help_without_model(flags)
-    merged, spec = merged_layers(config_file=config_file, model_name=model_name, overrides=dotlist,
-                                 environ=environ)
+    if wants_help(flags) and not _model_selected(flags, dotlist, environ):
+        with attrs.validators.disabled():
+            tyro.cli(TrainingArgs, args=flags, prog=_PROG, description=_description())
+
+    from embodied_core.config.resolve import merged_layers, structure_sections
+
+    merged, spec = merged_layers(config_file=scan_value(flags, "--config-file"),
+                                 model_name=scan_value(flags, "--model-name"), overrides=dotlist, environ=environ)
     base = structure_sections(merged, spec, source="defaults, YAML, environment and dotlist")
     cli_cls = _cli_class(spec.model_config, spec.data_config)
     flags, dotlist = split_argv(argv, boolean_flags(cli_cls))
@@ -82,6 +85,10 @@ def parse_train_argv(argv: Sequence[str], *, environ: dict[str, str] | None = No
 
 
 def _restructure(parsed: Any, spec: Any) -> RunConfig:
+    from embodied_core.config.converter import structure, unstructure
+    from embodied_core.config.run_config import RunConfig
+    from embodied_core.errors import ConfigError
+
     problems: list[str] = []
     parts: dict[str, Any] = {}
     for section, cls in (("training", TrainingArgs), ("model", spec.model_config), ("data", spec.data_config)):
@@ -106,5 +113,3 @@ def main(argv: Sequence[str]) -> int:
         return 0
 
     return run_guarded(_PROG, run)
-
-

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import yaml
 
 from embodied_core.config.converter import RawStr
 from embodied_core.config.training_args import TrainingArgs
@@ -72,6 +71,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"--config-file {path}: no such file")
+    import yaml
+
     try:
         doc = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -81,6 +82,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 def read_package_yaml(resource: str) -> dict[str, Any]:
     """Reads a model's default YAML named ``"package:relative/path.yaml"``."""
+    import yaml
+
     package, _, relative = resource.partition(":")
     text = importlib.resources.files(package).joinpath(relative).read_text()
     return _check_document(yaml.safe_load(text), resource)

@@ -108,7 +108,12 @@ class TrainingArgs:
     lr_decay_iters: int | None = attrs.field(default=None, validator=_positive)
     """Decay length in steps; defaults to --train-iters."""
     min_lr: float = attrs.field(default=1e-6, validator=_non_negative)
-    """Absolute LR floor of the *_min_lr schedules."""
+    """Absolute LR floor of the *_min_lr schedules (also the end LR of polynomial and the cycle floor of
+    lambda_linear)."""
+    lr_num_cycles: int = attrs.field(default=1, validator=_positive)
+    """Number of hard-restart cosine cycles of --lr-decay-style cosine_with_restarts."""
+    lr_decay_power: float = attrs.field(default=1.0, validator=_positive)
+    """Power of --lr-decay-style polynomial (1.0 = linear decay to --min-lr)."""
     clip_grad: float = 1.0
     """Max global gradient norm; <= 0 measures the norm without clipping."""
     weight_decay: float = attrs.field(default=0.01, validator=_non_negative)

@@ -134,6 +134,10 @@ class ResumableLoader:
             persistent_workers=False,
             pin_memory=self.pin_memory,
             drop_last=True,
+            # A DataLoader draws its workers' base seed from this generator when it starts iterating; without
+            # one it would draw from the global torch RNG, so a resumed run (which starts iterating mid-epoch)
+            # would shift the model's random stream and no longer reproduce the uninterrupted run.
+            generator=torch.Generator().manual_seed(sample_seed(self.seed, self.epoch, -2)),
         )
 
     def __iter__(self) -> Iterator[Any]:

@@ -69,6 +69,11 @@ def normalize_group(group: str) -> str:
 def _entry_point_entries() -> dict[str, tuple[PluginEntry, ...]]:
     found: dict[str, list[PluginEntry]] = {g: [] for g in ALL_GROUPS}
     for dist in metadata.distributions():
+        # Reading entry_points.txt is cheap; parsing METADATA of every installed distribution is not, so
+        # only distributions that declare an embodied group get their name and version read.
+        text = dist.read_text("entry_points.txt")
+        if not text or "[embodied." not in text:
+            continue
         dist_name = dist.metadata["Name"] or "<unknown>"
         for ep in dist.entry_points:
             if ep.group in found:

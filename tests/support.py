@@ -1,0 +1,30 @@
+"""Test support: where the shared datasets/fixtures live, and running the real CLI (import as tests.support)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = Path(os.environ.get("SHARED_DATA_DIR", REPO_ROOT.parent / "shared")).resolve()
+"""``../shared`` next to the checkout (read-only in CI); override with SHARED_DATA_DIR."""
+DATASETS_DIR = SHARED_DIR / "datasets"
+FIXTURES_DIR = SHARED_DIR / "fixtures"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without EMBODIED_* / torchrun variables, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("EMBODIED_") and k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR",
+                                                           "MASTER_PORT", "LOCAL_WORLD_SIZE")}
+    env.update(extra)
+    return env
+
+
+def run_embodied(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+                 timeout: float = 300, python: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs ``python -m embodied_core.cli.main ARGS`` and captures its output."""
+    return subprocess.run([python or sys.executable, "-m", "embodied_core.cli.main", *args], capture_output=True,
+                          text=True, env=env if env is not None else clean_env(), cwd=cwd, timeout=timeout)
