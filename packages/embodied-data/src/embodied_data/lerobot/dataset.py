@@ -1,0 +1,211 @@
+"""``LeRobotDataset``: a map-style dataset over LeRobot v2.0 / v2.1 / v3.0 data on disk.
+
+Sample keys (DESIGN 5): every non-camera feature of the data parquet (``observation.state``, ``action``, ...,
+``timestamp``, ``frame_index``, ``episode_index``, ``index``, ``task_index``), the selected cameras, ``task``
+(the string of the frame's own task index, so tasks that change inside an episode are right), and
+``<key>_is_pad`` for every key queried with ``delta_timestamps``.
+
+Shapes: a key without time offsets has the feature's shape (``[D]``, 0-d for scalar columns, ``[C, H, W]`` uint8
+for cameras); a key with T offsets gets a leading ``T`` (``[T, D]``, ``[T, C, H, W]``), also when T == 1 and when
+all T frames are the same clamped edge frame. Frames are uint8 RGB (LeRobot returns ``u8.float() / 255``;
+normalizing is left to the model's transform, after the uint8 crossed the worker boundary).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from embodied_core.errors import DataError, UsageError
+from embodied_data.lerobot.deltas import query_indices, to_frame_offsets
+from embodied_data.lerobot.features import DEFAULT_COLUMNS
+from embodied_data.lerobot.metadata import LeRobotMeta, _ranges
+from embodied_data.lerobot.table import EpisodeTable, load_table
+from embodied_data.video.backends import make_backend
+from embodied_data.video.base import VideoBackend
+
+__all__ = ["LeRobotDataset", "select_episodes"]
+
+Sample = dict[str, Any]
+
+
+def select_episodes(meta: LeRobotMeta, *, episodes: Sequence[int] | None, split: str | None) -> list[int]:
+    """The episodes to read: ``episodes`` (checked against the metadata), else the split's, else all.
+
+    With both, every listed episode must belong to the split.
+    """
+    in_split = meta.episodes_in_split(split) if split is not None else list(meta.episodes)
+    if episodes is None:
+        return sorted(in_split)
+    unknown = sorted(set(episodes) - set(meta.episodes))
+    if unknown:
+        raise UsageError(f"episodes {unknown} are not in {meta.root} (episodes {_ranges(meta.episodes)})")
+    outside = sorted(set(episodes) - set(in_split))
+    if outside:
+        raise UsageError(f"episodes {outside} are not in split {split!r} of {meta.root} "
+                         f"(split episodes {_ranges(in_split)})")
+    return sorted(set(episodes))
+
+
+class LeRobotDataset(Dataset):
+    """Frames of a LeRobot dataset with LeRobot's delta-timestamp semantics.
+
+    Args:
+        root: dataset directory (holding ``meta/info.json``).
+        episodes: episode indices to read (a partially downloaded dataset: only those need data and videos).
+        split: a split of ``info.json``'s ``splits``; None reads every episode (or ``episodes``).
+        delta_timestamps: key -> offsets in seconds from the current frame (``{"action": [0, 1/fps, ...]}``).
+        tolerance_s: how far a frame's timestamp may be from the requested one (parquet timestamps, offsets on
+            the fps grid, and decoded video pts).
+        video_backend: a backend name of ``embodied.video_backends`` or a :class:`VideoBackend`.
+        camera_keys: cameras to return (None: every camera of the dataset). Only these are decoded.
+        expected_version: the on-disk version the caller expects (``--lerobotdataset-version``).
+        transform: applied to each sample dict last (strategies, robot layouts).
+        decoder_cache_size: open decoders kept per worker.
+        meta: an already loaded :class:`LeRobotMeta` of ``root``.
+    """
+
+    def __init__(self, root: str | Path, *, episodes: Sequence[int] | None = None, split: str | None = None,
+                 delta_timestamps: Mapping[str, Sequence[float]] | None = None, tolerance_s: float = 1e-4,
+                 video_backend: str | VideoBackend = "torchcodec", camera_keys: Sequence[str] | None = None,
+                 expected_version: str | None = None, transform: Callable[[Sample], Sample] | None = None,
+                 decoder_cache_size: int = 8, meta: LeRobotMeta | None = None) -> None:
+        self.meta = meta if meta is not None else LeRobotMeta.load(root, expected_version=expected_version)
+        self.root = self.meta.root
+        self.tolerance_s = float(tolerance_s)
+        self.transform = transform
+        self.camera_keys = self._check_cameras(camera_keys)
+        self.data_keys = [k for k, f in self.meta.features.items() if not (f.is_video or f.is_image)]
+        self.offsets = to_frame_offsets(delta_timestamps, fps=self.meta.fps, tolerance_s=self.tolerance_s,
+                                        features=[*self.data_keys, *self.camera_keys])
+        self.delta_timestamps = {k: list(v) for k, v in (delta_timestamps or {}).items()}
+        self.episodes = select_episodes(self.meta, episodes=episodes, split=split)
+        if not self.episodes:
+            raise UsageError(f"{self.root}: no episodes selected (split {split!r}, episodes {episodes})")
+        self._video_paths = self._check_videos()  # before the parquet read: a missing file fails fast
+        image_keys = [k for k in self.camera_keys if self.meta.features[k].is_image]
+        columns = list(dict.fromkeys([*self.data_keys, *DEFAULT_COLUMNS, *image_keys]))
+        self.table: EpisodeTable = load_table(self.meta, self.episodes, columns=columns)
+        self._check_timestamps()
+        self.backend = make_backend(video_backend, cache_size=decoder_cache_size) if isinstance(
+            video_backend, str) else video_backend
+
+    # ---------------------------------------------------------------- checks at construction
+    def _check_cameras(self, camera_keys: Sequence[str] | None) -> list[str]:
+        cameras = [k for k, f in self.meta.features.items() if f.is_video or f.is_image]
+        if camera_keys is None:
+            return cameras
+        unknown = [k for k in camera_keys if k not in cameras]
+        if unknown:
+            raise UsageError(f"camera keys {unknown} are not cameras of {self.root} (cameras: {', '.join(cameras)})")
+        return list(camera_keys)
+
+    def _check_videos(self) -> dict[tuple[str, int], Path]:
+        paths: dict[tuple[str, int], Path] = {}
+        missing: list[str] = []
+        for cam in self.camera_keys:
+            if not self.meta.features[cam].is_video:
+                continue
+            for ep in self.episodes:
+                path = self.meta.video_file(ep, cam)
+                paths[(cam, ep)] = path
+                if not path.exists():
+                    missing.append(f"episode {ep}: {path}")
+        if missing:
+            more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+            raise DataError(f"{self.root}: {len(missing)} video file(s) of the selected episodes are missing: "
+                            f"{'; '.join(missing[:5])}{more}. Select the episodes that were downloaded "
+                            f"(episodes=[...]) or fetch the missing files")
+        return paths
+
+    def _check_timestamps(self) -> None:
+        """Consecutive frames of an episode must be 1/fps apart (LeRobot's sync check)."""
+        ts = self.table.columns["timestamp"].astype(np.float64)
+        same_episode = self.table.episode_start[1:] == self.table.episode_start[:-1]
+        gaps = np.diff(ts)[same_episode]
+        bad = np.flatnonzero(np.abs(gaps - 1.0 / self.meta.fps) > self.tolerance_s)
+        if bad.size:
+            rows = np.flatnonzero(same_episode)[bad]
+            row = int(rows[0])
+            raise DataError(
+                f"{self.meta.data_file(int(self.table.columns['episode_index'][row]))}: timestamps are not 1/fps "
+                f"apart at {bad.size} place(s), first between index {int(self.table.columns['index'][row])} "
+                f"(t={ts[row]:.6f}) and the next (t={ts[row + 1]:.6f}); fps {self.meta.fps:g}, tolerance_s "
+                f"{self.tolerance_s}")
+
+    # ---------------------------------------------------------------- Dataset API
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @property
+    def fps(self) -> float:
+        """Frames per second of the dataset."""
+        return self.meta.fps
+
+    def __getitem__(self, position: int) -> Sample:
+        if not 0 <= position < len(self.table):
+            raise IndexError(f"position {position} out of range for {len(self.table)} frames")
+        row = int(position)
+        start, end = int(self.table.episode_start[row]), int(self.table.episode_end[row])
+        columns = self.table.columns
+        sample: Sample = {}
+        for key in self.data_keys:
+            offsets = self.offsets.get(key)
+            if offsets is None:
+                sample[key] = torch.tensor(columns[key][row])
+            else:
+                rows, pad = query_indices(row, offsets, start=start, end=end)
+                sample[key] = torch.from_numpy(columns[key][rows])
+                sample[f"{key}_is_pad"] = torch.from_numpy(pad)
+        for cam in self.camera_keys:
+            offsets = self.offsets.get(cam)
+            if offsets is None:
+                sample[cam] = self._frames(cam, np.asarray([row]))[0]
+            else:
+                rows, pad = query_indices(row, offsets, start=start, end=end)
+                sample[cam] = self._frames(cam, rows)
+                sample[f"{cam}_is_pad"] = torch.from_numpy(pad)
+        sample["task"] = self.meta.tasks[int(columns["task_index"][row])]
+        return self.transform(sample) if self.transform is not None else sample
+
+    # ---------------------------------------------------------------- frames
+    def _frames(self, cam: str, rows: np.ndarray) -> torch.Tensor:
+        columns = self.table.columns
+        episode = int(columns["episode_index"][rows[0]])
+        if self.meta.features[cam].is_image:
+            return torch.stack([_decode_image(columns[cam][r], cam=cam, episode=episode) for r in rows])
+        path = self._video_paths[(cam, episode)]
+        start = self.meta.video_from_timestamp(episode, cam)
+        # float32 parquet timestamp -> Python float, plus the float64 start of the episode in the file (v3.0)
+        query = [start + float(columns["timestamp"][r]) for r in rows]
+        try:
+            decoded = self.backend.decode(path, query)
+        except DataError as exc:
+            raise type(exc)(f"episode {episode}, camera {cam}: {exc}") from None
+        for t, pts in zip(query, decoded.pts, strict=True):
+            if abs(pts - t) > self.tolerance_s:
+                raise DataError(f"{path}: episode {episode}, camera {cam}: the frame nearest t={t:.6f}s has pts "
+                                f"{pts:.6f}s, {abs(pts - t):.2e}s away (> tolerance_s={self.tolerance_s}); the video "
+                                f"and the parquet timestamps disagree")
+        return decoded.frames
+
+    def __repr__(self) -> str:
+        return (f"LeRobotDataset({str(self.root)!r}, version={self.meta.version}, frames={len(self)}, "
+                f"episodes={_ranges(self.episodes)}, cameras={self.camera_keys}, "
+                f"backend={getattr(self.backend, 'name', type(self.backend).__name__)})")
+
+
+def _decode_image(data: Any, *, cam: str, episode: int) -> torch.Tensor:
+    from PIL import Image
+
+    if not isinstance(data, (bytes, bytearray)):
+        raise DataError(f"camera {cam}, episode {episode}: image cell holds no encoded bytes")
+    with Image.open(io.BytesIO(data)) as image:
+        array = np.asarray(image.convert("RGB"))
+    return torch.from_numpy(array.copy()).permute(2, 0, 1)
