@@ -1,0 +1,47 @@
+"""Validation spanning pi0.5's ``model:``, ``data:`` and training sections (no torch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
+
+__all__ = ["check_run_config", "size_problems"]
+
+
+def size_problems(model: Pi05ModelConfig, data: Pi05DataConfig) -> list[str]:
+    """Messages for model/data size combinations pi0.5 cannot run (empty when fine)."""
+    problems = []
+    if data.action_dim > model.max_action_dim:
+        problems.append(f"data.action_dim {data.action_dim} exceeds model.max_action_dim {model.max_action_dim}; "
+                        f"set model.max_action_dim={data.action_dim} (a new action projection, not loadable from "
+                        "a 32-dim checkpoint)")
+    if data.state_dim > model.max_state_dim:
+        problems.append(f"data.state_dim {data.state_dim} exceeds model.max_state_dim {model.max_state_dim}; "
+                        f"set model.max_state_dim={data.state_dim}")
+    if data.image_size[0] % model.vision_patch_size:
+        problems.append(f"data.image_size {tuple(data.image_size)} is not a multiple of model.vision_patch_size "
+                        f"{model.vision_patch_size}")
+    if model.num_heads % model.num_kv_heads:
+        problems.append(f"model.num_heads {model.num_heads} is not a multiple of model.num_kv_heads "
+                        f"{model.num_kv_heads}")
+    if model.vision_width % model.vision_num_heads:
+        problems.append(f"model.vision_width {model.vision_width} is not a multiple of model.vision_num_heads "
+                        f"{model.vision_num_heads}")
+    if model.expert_width % 2:
+        problems.append(f"model.expert_width must be even for the sin-cos time embedding (got {model.expert_width})")
+    return problems
+
+
+def check_run_config(config: Any) -> list[str]:
+    """Extra validation of a RunConfig whose model is pi0.5 (registered with embodied_core's add_check)."""
+    model, data = config.model, config.data
+    if not isinstance(model, Pi05ModelConfig) or not isinstance(data, Pi05DataConfig):
+        return []
+    problems = size_problems(model, data)
+    if model.tokenizer == "paligemma" and not (data.tokenizer_path or config.training.tokenizer_path
+                                                or data.resolved_tokenizer_path()):
+        problems.append("pi0.5 tokenizes its prompt with the PaliGemma tokenizer: pass --tokenizer-path DIR (a local "
+                        "Hugging Face tokenizer directory) or data.tokenizer_path=DIR; model.tokenizer=tiny uses the "
+                        "built-in tiny tokenizer instead")
+    return problems
