@@ -97,7 +97,8 @@ def test_robomimic_demos_sorted_numerically_and_split_masks(robomimic_file: Path
     assert [ep.group for ep in train.episodes] == ["data/demo_0", "data/demo_10"]
     valid = scan_hdf5(robomimic_file, split="valid")
     assert [ep.group for ep in valid.episodes] == ["data/demo_2"]
-    assert train.layout == "robomimic" and train.fps == 20.0
+    assert train.layout == "robomimic"
+    assert train.fps == 20.0
     with pytest.raises(UsageError, match="has masks train, valid"):
         scan_hdf5(robomimic_file, split="test")
 
@@ -111,17 +112,20 @@ def test_robomimic_sample_keys_windows_and_pads(robomimic_file: Path) -> None:
     # observation.state = eef_pos (3) then gripper_qpos (2), in name order; the padded row repeats frame 0
     assert torch.equal(first["observation.state"][0], first["observation.state"][1])
     assert first["observation.state"][1].tolist() == [0.0, 0.125, 0.25, -0.0, -0.5]
-    assert first["action"].shape == (4, 4) and first["action"].dtype == torch.float32
+    assert first["action"].shape == (4, 4)
+    assert first["action"].dtype == torch.float32
     assert first["action_is_pad"].tolist() == [False] * 4
     assert first["task"] == "Lift"
     last = ds[4]  # demo_0, frame 4 (last of 5): action window runs past the end
     assert last["action"][:, 0].tolist() == [4.0, 4.0, 4.0, 4.0]
     assert last["action_is_pad"].tolist() == [False, True, True, True]
-    assert int(last["frame_index"]) == 4 and int(last["episode_index"]) == 0
+    assert int(last["frame_index"]) == 4
+    assert int(last["episode_index"]) == 0
     demo10 = ds[5 + 2]  # second selected episode is demo_10
     assert demo10["action"][0].tolist() == [10002.0, 10002.25, 10002.5, 10002.75]
     cam = demo10["observation.images.agentview"]
-    assert cam.shape == (2, 3, H, W) and cam.dtype == torch.uint8
+    assert cam.shape == (2, 3, H, W)
+    assert cam.dtype == torch.uint8
     assert torch.equal(cam[1], torch.from_numpy(_frame(10, 2)).permute(2, 0, 1))
     assert torch.equal(cam[0], torch.from_numpy(_frame(10, 1)).permute(2, 0, 1))
     assert demo10["timestamp"].item() == pytest.approx(2 / 20)
@@ -133,7 +137,8 @@ def test_history_one_has_no_time_axis(robomimic_file: Path) -> None:
     sample = ds[1]
     assert sample["observation.state"].shape == (5,)
     assert sample["observation.images.agentview"].shape == (3, H, W)
-    assert "observation.state_is_pad" not in sample and "action_is_pad" in sample
+    assert "observation.state_is_pad" not in sample
+    assert "action_is_pad" in sample
 
 
 def test_missing_camera_names_the_valid_keys(robomimic_file: Path) -> None:
@@ -147,7 +152,8 @@ def test_aloha_folder(tmp_path: Path, images: str) -> None:
         _write_aloha(tmp_path / f"episode_{episode}.hdf5", episode, length, images=images)
     config = _config(camera_keys=["observation.images.cam_high"], state_dim=14, action_dim=14, action_horizon=3)
     ds = Hdf5Dataset(str(tmp_path), config)
-    assert ds.index.layout == "aloha" and ds.index.fps == 50.0
+    assert ds.index.layout == "aloha"
+    assert ds.index.fps == 50.0
     assert [ep.file.name for ep in ds.index.episodes] == ["episode_0.hdf5", "episode_1.hdf5", "episode_10.hdf5"]
     assert len(ds) == 12
     sample = ds[3 + 5 + 1]  # episode_10, frame 1

@@ -19,6 +19,7 @@ else robomimic's 20 Hz (robosuite's control rate) and ALOHA's 50 Hz.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -148,10 +149,8 @@ def _robomimic(h5: Any, file: Path, split: str) -> list[Hdf5Episode]:
     env_args = h5["data"].attrs.get("env_args")
     task = file.stem
     if env_args is not None:
-        try:
+        with contextlib.suppress(json.JSONDecodeError, AttributeError):
             task = json.loads(_decode(env_args)).get("env_name", task)
-        except (json.JSONDecodeError, AttributeError):
-            pass
     task = _decode(h5["data"].attrs.get("task", task))
     return [_robomimic_episode(h5, file, name, task) for name in demos]
 

@@ -96,6 +96,6 @@ def aggregate_stats(per_episode: Sequence[Mapping[str, Mapping[str, np.ndarray]]
             "max": np.max(np.stack([np.asarray(p["max"], dtype=np.float64) for p in parts]), axis=0),
             "mean": mean,
             "std": np.sqrt(variance),
-            "count": np.array([int(round(total))], dtype=np.int64),
+            "count": np.array([round(total)], dtype=np.int64),
         }
     return combined

@@ -23,7 +23,7 @@ def sample_positions(length: int, num_samples: int) -> list[int]:
         return []
     if length <= num_samples:
         return list(range(length))
-    return sorted({int(round(x)) for x in np.linspace(0, length - 1, num_samples)})
+    return sorted({round(x) for x in np.linspace(0, length - 1, num_samples)})
 
 
 def decode_frames_at(path: Path, timestamps: Sequence[float], *, fps: float, episode: int | None = None) -> np.ndarray:

@@ -29,7 +29,7 @@ def pick_encoder(preferred: str | None = None) -> tuple[str, str]:
     for encoder, codec in candidates:
         try:
             av.codec.Codec(encoder, "w")
-        except Exception:  # noqa: S112 - an absent encoder raises a libav-specific error; try the next
+        except Exception:
             continue
         return encoder, codec
     valid = ", ".join(codec for _, codec in ENCODER_PREFERENCE)
