@@ -1,0 +1,56 @@
+"""Factory of the ``lerobot_datasets`` format: ``build_dataset(args, data_config)``.
+
+Order of work: metadata (version check) -> strategy plan (keys, offsets) -> robot layout -> episode selection
+(split) -> video files present -> parquet rows. Every mismatch is reported before the data is read.
+
+``--split`` takes a split of ``info.json`` (``train``) or an explicit episode list such as ``3-6,10-12`` (for
+partially downloaded datasets, whose ``train`` split names episodes that are not on disk).
+"""
+
+from __future__ import annotations
+
+import re
+
+from embodied_core.config.model_config import BaseDataConfig
+from embodied_core.config.training_args import TrainingArgs
+from embodied_core.errors import UsageError
+from embodied_data.lerobot.dataset import LeRobotDataset
+from embodied_data.lerobot.metadata import LeRobotMeta
+from embodied_data.robots.layouts import match_layout, resolve_layout
+from embodied_data.strategies.base import Compose, make_strategy
+
+__all__ = ["build_dataset", "parse_split"]
+
+_EPISODE_LIST = re.compile(r"^\s*\d+(\s*-\s*\d+)?(\s*,\s*\d+(\s*-\s*\d+)?)*\s*$")
+
+
+def parse_split(meta: LeRobotMeta, split: str) -> tuple[str | None, list[int] | None]:
+    """``--split`` -> (split name, None) for a split of info.json, or (None, episodes) for ``"3-6,10-12"``."""
+    if split in meta.splits:
+        return split, None
+    if _EPISODE_LIST.match(split):
+        episodes: list[int] = []
+        for part in split.split(","):
+            lo, _, hi = part.strip().partition("-")
+            episodes.extend(range(int(lo), int(hi) + 1) if hi else [int(lo)])
+        return None, episodes
+    meta.episodes_in_split(split)  # raises with the declared splits and a suggestion
+    raise UsageError(f"--split {split!r}: not a split of {meta.root}")  # unreachable: the line above raises
+
+
+def build_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> LeRobotDataset:
+    """Builds the LeRobot dataset named by ``--dataset-path`` for the model's DataConfig."""
+    if not args.dataset_path:
+        raise UsageError("--dataset-path is required with --dataset-format lerobot_datasets")
+    meta = LeRobotMeta.load(args.dataset_path, expected_version=args.lerobotdataset_version)
+    plan = make_strategy(args.dataset_strategy).plan(meta, data_config)
+    transforms = [plan.transform] if plan.transform is not None else []
+    if args.robot_type:
+        layout = resolve_layout(args.robot_type)
+        transforms.append(match_layout(layout, meta, state_key=data_config.state_key,
+                                       action_key=data_config.action_key))
+    split, episodes = parse_split(meta, args.split)
+    return LeRobotDataset(meta.root, meta=meta, split=split, episodes=episodes,
+                          delta_timestamps=plan.delta_timestamps, camera_keys=plan.camera_keys,
+                          video_backend=args.video_backend,
+                          transform=Compose(tuple(transforms)) if transforms else None)
