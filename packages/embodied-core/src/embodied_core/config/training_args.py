@@ -194,7 +194,9 @@ class TrainingArgs:
     zero_parameters_as_bucket_view: bool = False
     """ZeRO-1 parameters_as_bucket_view."""
     zero_master_param_dtype: Literal["none", "fp32"] = "none"
-    """Keep fp32 master parameters under ZeRO-1."""
+    """ZeRO-1 master weights. none: parameters stay fp32 and --dtype is only the autocast compute dtype.
+    fp32: parameters and gradients (and DDP's all-reduce) are stored in --dtype (bfloat16/float16) and
+    each rank keeps fp32 master copies of the parameters its optimizer shard updates."""
     fsdp_reshard_default: ReshardPolicy = attrs.field(default=None, validator=_reshard)
     """Reshard after forward for FSDP units: true, false, none, or an int > 1 dividing the shard size."""
     fsdp_reshard_root: ReshardPolicy = attrs.field(default=False, validator=_reshard)
@@ -208,13 +210,20 @@ class TrainingArgs:
     fsdp_leftover_min_num_params: int = attrs.field(default=1_000_000, validator=_non_negative)
     """Auto-wrap threshold for leftover modules."""
     fsdp_original_param_dtype: Literal["fp32", "bf16", "fp16"] | None = None
-    """Sharded parameter dtype."""
+    """Sharded parameter dtype (what the optimizer updates). None keeps fp32: with --dtype bfloat16,
+    FSDP keeps fp32 master parameters by default and computes in bf16."""
     fsdp_unsharded_param_dtype: Literal["fp32", "bf16", "fp16"] | None = None
-    """Compute dtype after all-gather."""
+    """Compute dtype after all-gather; None follows --dtype (bfloat16 -> bf16, float32 -> fp32)."""
     fsdp_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     """Gradient reduce dtype."""
     fsdp_cast_forward_inputs: bool = True
     """Cast forward inputs to the parameter dtype."""
+    fsdp_reduce_every_microbatch: bool = True
+    """FSDP with gradient accumulation: reduce-scatter gradients after every micro-batch (default) and keep
+    only sharded gradients, or (--no-fsdp-reduce-every-microbatch) only after the last one, which sends
+    1/GA of the reduce-scatter traffic but keeps unsharded gradients of the whole model between
+    micro-batches (about 4 bytes x parameters more memory in fp32). Under HSDP the all-reduce across
+    replicas runs only on the last micro-batch either way."""
 
     # --- Stability and runtime ---
     loss_spike_threshold: float = 100.0

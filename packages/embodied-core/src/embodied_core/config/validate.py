@@ -20,6 +20,7 @@ from embodied_core.config.training_args import TrainingArgs
 from embodied_core.errors import ConfigError, EmbodiedError, NotSupportedYetError, PluginLoadError, UsageError
 from embodied_core.registry import groups
 from embodied_core.registry.specs import DatasetFormatSpec
+from embodied_core.strategies.validation import distributed_problems
 
 __all__ = ["FORMAT_SPECIFIC_FLAGS", "parse_lr_groups", "validate_run_config", "world_size_from_env"]
 
@@ -48,13 +49,12 @@ def _not_default(field: str) -> Callable[[Any], bool]:
 
 
 _TRAINER_ISSUE = "trainer capabilities"
-_DIST_ISSUE = "distributed training, embodied-dist"
 NOT_SUPPORTED_YET: dict[str, tuple[Callable[[Any], bool], str]] = {
     "weight_decay_grouping": (_not_default("weight_decay_grouping"), _TRAINER_ISSUE),
     "lr_group": (_not_default("lr_group"), _TRAINER_ISSUE),
     "freeze_modules": (_not_default("freeze_modules"), _TRAINER_ISSUE),
     "pretrained_checkpoint": (_not_default("pretrained_checkpoint"), _TRAINER_ISSUE),
-    "save_format": (lambda v: v != "safetensors", _TRAINER_ISSUE),
+    "save_format": (lambda v: v not in ("safetensors", "dcp"), _TRAINER_ISSUE),
     "save_total_limit": (_not_default("save_total_limit"), _TRAINER_ISSUE),
     "wandb_mode": (_not_default("wandb_mode"), _TRAINER_ISSUE),
     "tensorboard_dir": (_not_default("tensorboard_dir"), _TRAINER_ISSUE),
@@ -63,18 +63,6 @@ NOT_SUPPORTED_YET: dict[str, tuple[Callable[[Any], bool], str]] = {
     "disable_tf32": (_not_default("disable_tf32"), _TRAINER_ISSUE),
     "manual_gc": (_not_default("manual_gc"), _TRAINER_ISSUE),
     "dtype": (lambda v: v == "float16", _TRAINER_ISSUE + " (GradScaler)"),
-    "async_save": (_not_default("async_save"), _DIST_ISSUE),
-    **{
-        name: (_not_default(name), _DIST_ISSUE)
-        for name in (
-            "zero_optimizer", "hsdp_shard_size", "ddp_find_unused_parameters", "ddp_static_graph",
-            "ddp_gradient_as_bucket_view", "ddp_bucket_cap_mb", "zero_parameters_as_bucket_view",
-            "zero_master_param_dtype", "fsdp_reshard_default", "fsdp_reshard_root", "fsdp_wrap_modules",
-            "fsdp_no_wrap_modules", "fsdp_min_num_params", "fsdp_leftover_min_num_params",
-            "fsdp_original_param_dtype", "fsdp_unsharded_param_dtype", "fsdp_reduce_dtype",
-            "fsdp_cast_forward_inputs",
-        )
-    },
 }
 """Flag -> (is the value unsupported?, the feature that makes it work). Shrinks as features land."""
 
@@ -204,6 +192,7 @@ def validate_run_config(config: RunConfig, *, world_size: int | None = None) -> 
     if format_spec is not None:
         _check_format_flags(args, format_spec, problems)
     _check_cross_field(args, world_size, problems)
+    problems.extend(distributed_problems(args))
     problems.extend(config.model.validate())
     problems.extend(config.data.validate())
     for check in _extra_checks:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,7 +27,13 @@ class DistributedStrategy:
 
     A strategy is constructed with the training args and must not touch the process group before
     :meth:`setup`.
+
+    Attributes:
+        optimizer_state_is_sharded: every rank holds a different part of the optimizer state (ZeRO-1),
+            so file-based checkpoints store one optimizer file per rank.
     """
+
+    optimizer_state_is_sharded: bool = False
 
     def __init__(self, args: TrainingArgs) -> None:
         self.args = args
@@ -34,6 +41,7 @@ class DistributedStrategy:
         self.world_size = 1
         self.local_rank = 0
         self.device = torch.device("cpu")
+        self._close_callbacks: list[Callable[[], None]] = []
 
     # --- lifecycle ---
     def setup(self) -> None:
@@ -42,7 +50,23 @@ class DistributedStrategy:
             else torch.device("cpu")
 
     def close(self) -> None:
-        """Releases the process group (if any)."""
+        """Runs the :meth:`on_close` callbacks (newest first), then releases the process group (if any)."""
+        while self._close_callbacks:
+            self._close_callbacks.pop()()
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Registers work that must finish before the process group goes away (pending async saves)."""
+        self._close_callbacks.append(callback)
+
+    @property
+    def checkpoint_process_group(self) -> Any:
+        """Process group of checkpoint I/O (DCP); None = the default group, or no group at all."""
+        return None
+
+    @property
+    def async_checkpoint_process_group(self) -> Any:
+        """Process group of asynchronous DCP saves (a dedicated gloo group under torch.distributed)."""
+        return None
 
     @property
     def is_main(self) -> bool:
@@ -95,6 +119,38 @@ class DistributedStrategy:
     def load_model_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
         """Loads a full model state (strict)."""
         self.unwrap_model(model).load_state_dict(state, strict=True)
+
+    def sharded_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
+        """Model and optimizer state keyed by parameter names (FQNs), for DCP.
+
+        Keys never depend on the wrapper (no ``module.`` prefix), and optimizer state is keyed by
+        parameter name instead of position, so a checkpoint written by one strategy and world size
+        loads into another: DCP reshards tensors (DTensor shards under FSDP, whole tensors otherwise).
+        """
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+        state: dict[str, Any] = {"model": get_model_state_dict(model)}
+        if optimizer is not None:
+            state["optim"] = get_optimizer_state_dict(model, optimizer)
+        return state
+
+    def load_sharded_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer | None,
+                                state: dict[str, Any]) -> None:
+        """Applies what :meth:`sharded_state_dict` produced (after DCP filled it in place)."""
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+        set_model_state_dict(model, state["model"])
+        if optimizer is not None and "optim" in state:
+            set_optimizer_state_dict(model, optimizer, state["optim"])
+
+    def load_sharded_checkpoint(self, directory: Path, model: nn.Module,
+                                optimizer: torch.optim.Optimizer | None) -> None:
+        """Loads model (and optimizer) state from the DCP directory ``directory`` into this topology."""
+        import torch.distributed.checkpoint as dcp
+
+        state = self.sharded_state_dict(model, optimizer)
+        dcp.load(state, checkpoint_id=str(directory), process_group=self.checkpoint_process_group)
+        self.load_sharded_state_dict(model, optimizer, state)
 
     def optimizer_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         """Optimizer state to checkpoint (this rank's part for sharded optimizers)."""

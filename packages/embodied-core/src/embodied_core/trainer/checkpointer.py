@@ -88,15 +88,25 @@ class Checkpointer:
         save_format: ``--save-format``.
         save_training_state: ``--save-training-state``.
         keep_last: keep only the newest K checkpoints (None keeps all).
+        async_save: write DCP checkpoints in the background (None: the strategy's ``--async-save``);
+            :meth:`wait` (or closing the strategy) flushes.
     """
 
     def __init__(self, output_dir: Path, strategy: DistributedStrategy, *, save_format: str,
-                 save_training_state: bool, keep_last: int | None = None) -> None:
+                 save_training_state: bool, keep_last: int | None = None,
+                 async_save: bool | None = None) -> None:
         self.root = checkpoints_root(output_dir)
         self.strategy = strategy
         self.save_format = save_format
         self.save_training_state = save_training_state
         self.keep_last = keep_last
+        self._dcp: Any = None
+        if save_format == "dcp":  # sharded: every rank writes (embodied_core.strategies.dcp)
+            from embodied_core.strategies.dcp import DcpCheckpointWriter
+
+            async_save = strategy.args.async_save if async_save is None else async_save
+            self._dcp = DcpCheckpointWriter(self.root, strategy, async_save=async_save,
+                                            save_training_state=save_training_state, after_commit=self._prune)
 
     def save(self, step: int, *, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
              rank_state: dict[str, Any], shared_state: dict[str, Any]) -> Path:
@@ -106,6 +116,9 @@ class Checkpointer:
             rank_state: per-rank state (RNG, dataloader position), stored under the rank's own file.
             shared_state: plain-data counters identical on every rank (stored once, by rank 0).
         """
+        if self._dcp is not None:
+            return self._dcp.save(step, model=model, optimizer=optimizer, scheduler=scheduler,
+                                  rank_state=rank_state, shared_state=shared_state)
         strategy = self.strategy
         final = step_dir(self.root, step)
         tmp = self.root / f"{_TMP_PREFIX}{final.name}"
@@ -147,6 +160,11 @@ class Checkpointer:
         strategy.barrier()
         return final
 
+    def wait(self) -> None:
+        """Waits for an asynchronous save in flight and commits it (a no-op otherwise)."""
+        if self._dcp is not None:
+            self._dcp.wait()
+
     def _prune(self) -> None:
         if self.keep_last is None:
             return
@@ -157,6 +175,11 @@ class Checkpointer:
              scheduler: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """Restores model, optimizer and scheduler from ``path``; returns ``(rank_state, shared_state)``."""
         meta = read_meta(path)
+        if meta.get("format") == "dcp":
+            from embodied_core.strategies.dcp import load_dcp_checkpoint
+
+            return load_dcp_checkpoint(path, self.strategy, model=model, optimizer=optimizer, scheduler=scheduler,
+                                       meta=meta)
         state_dir = path / TRAINING_STATE_DIR
         if not meta.get("training_state") or not state_dir.is_dir():
             raise CheckpointError(f"{path} holds weights only (saved with --no-save-training-state); it cannot "
