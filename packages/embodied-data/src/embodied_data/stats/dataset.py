@@ -8,6 +8,7 @@ Where each stat comes from:
 - quantiles of numeric features: always computed from the data parquet (exact, see ``compute.py`` for why
   stored ones are not used).
 - quantiles of images: from sampled frames, when image stats are computed or ``image_quantiles=True``.
+  ``frames_per_episode`` is the average: each episode gets frames in proportion to its length.
 """
 
 from __future__ import annotations
@@ -79,13 +80,17 @@ def _stored_moments(layout: Layout, episodes: list[int], *, all_selected: bool) 
 
 
 def _image_stats(layout: Layout, key: str, episodes: list[int], frames_per_episode: int) -> FeatureStats:
+    # Frames per episode proportional to its length, so long episodes weigh as much as they do in the data.
+    total = sum(layout.episodes[ep].length for ep in episodes)
+    stride = max(1.0, total / (frames_per_episode * len(episodes)))
     sampled = []
     for ep in episodes:
         ref = layout.episodes[ep]
         if key not in ref.videos:
             raise DataError(f"{key}: episode {ep} has no video entry")
         path, start = ref.videos[key]
-        times = [start + k / layout.fps for k in sample_positions(ref.length, frames_per_episode)]
+        positions = sample_positions(ref.length, max(1, round(ref.length / stride)))
+        times = [start + k / layout.fps for k in positions]
         sampled.append(decode_frames_at(path, times, fps=layout.fps, episode=ep))
     stats = compute_image_stats(np.concatenate(sampled))
     stats["count"] = np.array([sum(layout.episodes[e].length for e in episodes)], dtype=np.int64)
