@@ -1,0 +1,228 @@
+"""LingBot-VA checkpoints: key maps, strict load report, diffusers ``transformer/`` folders, Wan2.2 conversion.
+
+Layouts we read (each through a declared key map, never by guessing):
+
+- ``lingbot_va``: the released ``transformer/`` folder of LingBot-VA (diffusers layout; keys are the
+  transformer's own: ``blocks.N.attn1.to_q.weight``, ``patch_embedding_mlp.weight``, ...). Identity map.
+- ``lerobot``: a lerobot ``lingbot_va`` policy ``model.safetensors`` (the transformer under ``transformer.``).
+- ``embodied``: our own model state dict (``LingBotVAModel``; the transformer under ``transformer.``).
+- ``wan22``: a raw Wan2.2-TI2V-5B diffusers ``transformer/`` (Conv3d ``patch_embedding``, no action layers),
+  converted by :func:`convert_wan22_state_dict`.
+
+A diffusers folder is ``config.json`` plus ``diffusion_pytorch_model.safetensors`` or shards
+``diffusion_pytorch_model-0000i-of-0000n.safetensors`` with ``diffusion_pytorch_model.safetensors.index.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import attrs
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from embodied_core.errors import CheckpointError
+
+__all__ = ["KEY_MAPS", "LoadReport", "convert_wan22_state_dict", "load_transformer_folder", "map_keys",
+           "read_diffusers_folder", "save_transformer_folder", "strict_report"]
+
+WEIGHTS_NAME = "diffusion_pytorch_model.safetensors"
+INDEX_NAME = "diffusion_pytorch_model.safetensors.index.json"
+CONFIG_NAME = "config.json"
+
+KEY_MAPS: dict[str, tuple[str, str]] = {
+    "lingbot_va": ("", ""),
+    "lerobot": ("transformer.", ""),
+    "embodied": ("transformer.", ""),
+}
+"""layout -> (source prefix, target prefix): a key ``<source prefix><rest>`` becomes ``<target prefix><rest>``."""
+
+
+@attrs.frozen
+class LoadReport:
+    """Differences between a checkpoint and a module (after key mapping)."""
+
+    missing: tuple[str, ...] = ()
+    unexpected: tuple[str, ...] = ()
+    mismatched: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...] = ()
+    """(key, checkpoint shape, module shape)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when every key matches in name and shape."""
+        return not (self.missing or self.unexpected or self.mismatched)
+
+    def describe(self, limit: int = 10) -> str:
+        """Human-readable summary (first ``limit`` keys of each kind)."""
+        lines = []
+        mismatched = [f"{k}: checkpoint {a} vs model {b}" for k, a, b in self.mismatched]
+        for title, items in (("missing", self.missing), ("unexpected", self.unexpected),
+                             ("shape-mismatched", mismatched)):
+            if items:
+                shown = ", ".join(list(items)[:limit]) + (" ..." if len(items) > limit else "")
+                lines.append(f"{len(items)} {title} keys: {shown}")
+        return "; ".join(lines) or "all keys match"
+
+
+def map_keys(state: Mapping[str, torch.Tensor], layout: str) -> dict[str, torch.Tensor]:
+    """Applies the declared key map of ``layout``; a key outside the map's prefix is an error."""
+    if layout not in KEY_MAPS:
+        raise CheckpointError(f"unknown LingBot-VA checkpoint layout {layout!r}; choose one of {sorted(KEY_MAPS)}")
+    src, dst = KEY_MAPS[layout]
+    outside = [k for k in state if not k.startswith(src)]
+    if outside:
+        raise CheckpointError(f"layout {layout!r} expects every key to start with {src!r}; found {outside[:5]}")
+    return {dst + k[len(src):]: v for k, v in state.items()}
+
+
+def strict_report(module: nn.Module, state: Mapping[str, torch.Tensor]) -> LoadReport:
+    """Compares ``state`` with ``module.state_dict()`` by name and shape."""
+    expected = module.state_dict()
+    missing = tuple(sorted(set(expected) - set(state)))
+    unexpected = tuple(sorted(set(state) - set(expected)))
+    mismatched = tuple((k, tuple(state[k].shape), tuple(expected[k].shape)) for k in sorted(set(state) & set(expected))
+                       if tuple(state[k].shape) != tuple(expected[k].shape))
+    return LoadReport(missing, unexpected, mismatched)
+
+
+def load_state_strict(module: nn.Module, state: Mapping[str, torch.Tensor], *, source: str,
+                      allow_missing: Iterable[str] = ()) -> LoadReport:
+    """Loads ``state`` into ``module``; any difference not explicitly allowed raises CheckpointError."""
+    report = strict_report(module, state)
+    allowed = tuple(allow_missing)
+    missing = tuple(k for k in report.missing if not (allowed and k.startswith(allowed)))
+    if missing or report.unexpected or report.mismatched:
+        bad = LoadReport(missing, report.unexpected, report.mismatched)
+        raise CheckpointError(f"{source}: checkpoint does not match the model: {bad.describe()}")
+    module.load_state_dict(dict(state), strict=not report.missing)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------- folders
+def _resolve_folder(path: str | Path) -> Path:
+    path = Path(path)
+    if (path / "transformer" / CONFIG_NAME).is_file():
+        return path / "transformer"
+    if (path / CONFIG_NAME).is_file():
+        return path
+    raise CheckpointError(f"{path}: not a diffusers transformer folder (no {CONFIG_NAME} here or in "
+                          f"{path / 'transformer'})")
+
+
+def read_diffusers_folder(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(config, state dict) of a diffusers model folder (single file or sharded with an index)."""
+    folder = _resolve_folder(path)
+    config = json.loads((folder / CONFIG_NAME).read_text())
+    if (folder / INDEX_NAME).is_file():
+        index = json.loads((folder / INDEX_NAME).read_text())
+        state: dict[str, torch.Tensor] = {}
+        for shard in sorted(set(index["weight_map"].values())):
+            if not (folder / shard).is_file():
+                raise CheckpointError(f"{folder / INDEX_NAME} names shard {shard}, which is missing")
+            state.update(load_file(str(folder / shard)))
+        absent = set(index["weight_map"]) - set(state)
+        if absent:
+            raise CheckpointError(f"{folder}: keys listed in {INDEX_NAME} are in no shard: {sorted(absent)[:5]}")
+        return config, state
+    if (folder / WEIGHTS_NAME).is_file():
+        return config, load_file(str(folder / WEIGHTS_NAME))
+    raise CheckpointError(f"{folder}: neither {WEIGHTS_NAME} nor {INDEX_NAME} found")
+
+
+def save_transformer_folder(state: Mapping[str, torch.Tensor], config: Mapping, out_dir: str | Path, *,
+                            max_shard_bytes: int = 5 * 2**30) -> Path:
+    """Writes ``<out_dir>/transformer/`` in the diffusers layout (sharded with an index when large).
+
+    Args:
+        state: the transformer's state dict (LingBot-VA keys).
+        config: the transformer config (``LingBotVATransformer.config``) written as ``config.json``.
+        max_shard_bytes: largest shard size.
+
+    Returns:
+        the ``transformer/`` folder, loadable by ``LingBotVATransformer.from_pretrained``.
+    """
+    folder = Path(out_dir) / "transformer"
+    folder.mkdir(parents=True, exist_ok=True)
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for key in sorted(state):
+        tensor = state[key].detach().cpu().contiguous()
+        nbytes = tensor.numel() * tensor.element_size()
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][key] = tensor.clone() if tensor.untyped_storage().nbytes() != nbytes else tensor
+        size += nbytes
+    cfg = {"_class_name": "LingBotVATransformer", **{k: v for k, v in dict(config).items() if not k.startswith("_")}}
+    (folder / CONFIG_NAME).write_text(json.dumps(cfg, indent=2, default=list))
+    if len(shards) == 1:
+        save_file(shards[0], str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
+        return folder
+    weight_map, total = {}, 0
+    for i, shard in enumerate(shards, start=1):
+        name = f"diffusion_pytorch_model-{i:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, str(folder / name), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(shard, name))
+        total += sum(t.numel() * t.element_size() for t in shard.values())
+    (folder / INDEX_NAME).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map},
+                                                indent=2))
+    return folder
+
+
+def load_transformer_folder(transformer: nn.Module, path: str | Path, *, layout: str = "lingbot_va") -> LoadReport:
+    """Loads a LingBot-VA ``transformer/`` folder (or a folder holding one) with a strict report."""
+    _, state = read_diffusers_folder(path)
+    dtype = next(transformer.parameters()).dtype
+    mapped = {k: v.to(dtype) for k, v in map_keys(state, layout).items()}
+    return load_state_strict(transformer, mapped, source=str(path))
+
+
+# ---------------------------------------------------------------------------------------------- Wan2.2
+def convert_wan22_state_dict(wan_state: Mapping[str, torch.Tensor], transformer: nn.Module) -> dict[str, torch.Tensor]:
+    """Maps a raw Wan2.2 TI2V diffusers transformer state dict onto LingBot-VA keys.
+
+    - ``patch_embedding`` (Conv3d [D, C, pt, ph, pw]) becomes ``patch_embedding_mlp`` (Linear [D, C*pt*ph*pw]);
+      the reshape keeps the (channel, pt, ph, pw) feature order our patchify uses, so outputs are identical;
+    - ``condition_embedder.*`` is copied to ``condition_embedder_action.*`` (actions start from the video's
+      timestep embedding);
+    - ``action_embedder`` keeps ``transformer``'s fresh initialization and ``action_proj_out`` is zeroed, so the
+      initial action velocity is 0 and the video behaviour of the base model is untouched;
+    - every other key must exist in both with the same shape (strict report on the result).
+    """
+    target = transformer.state_dict()
+    out: dict[str, torch.Tensor] = {}
+    for key, value in wan_state.items():
+        if key.startswith("patch_embedding."):
+            name = key.replace("patch_embedding.", "patch_embedding_mlp.")
+            out[name] = value.flatten(1) if value.ndim == 5 else value
+        else:
+            out[key] = value
+            if key.startswith("condition_embedder."):
+                out[key.replace("condition_embedder.", "condition_embedder_action.", 1)] = value.clone()
+    for key in ("action_embedder.weight", "action_embedder.bias"):
+        out[key] = target[key].detach().clone()
+    out["action_proj_out.weight"] = torch.zeros_like(target["action_proj_out.weight"])
+    out["action_proj_out.bias"] = torch.zeros_like(target["action_proj_out.bias"])
+    report = strict_report(transformer, out)
+    if not report.ok:
+        raise CheckpointError(f"Wan2.2 checkpoint does not convert onto this LingBot-VA config: {report.describe()}")
+    return out
+
+
+def convert_wan22_folder(src: str | Path, transformer: nn.Module, out_dir: str | Path, *,
+                         max_shard_bytes: int = 5 * 2**30) -> Path:
+    """Reads a Wan2.2-TI2V ``transformer/`` folder, converts it, loads it strictly and saves a LingBot-VA folder."""
+    _, wan_state = read_diffusers_folder(src)
+    state = convert_wan22_state_dict(wan_state, transformer)
+    load_state_strict(transformer, state, source=str(src))
+    return save_transformer_folder(transformer.state_dict(), transformer.config, out_dir,
+                                   max_shard_bytes=max_shard_bytes)
+
+
+def num_parameters(module: nn.Module) -> int:
+    """Parameter count (works on the meta device)."""
+    return sum(math.prod(p.shape) for p in module.parameters())

@@ -1,0 +1,191 @@
+"""Configuration of LingBot-VA: the ``model:`` and ``data:`` sections and the three presets.
+
+No torch here: ``embodied train --model-name lingbot_va_tiny --help`` builds its parser from these classes.
+Sizes follow the released LingBot-VA transformer (``robbyant/lingbot-va-base`` ``transformer/config.json``,
+the Wan2.2 TI2V-5B block shape) and the upstream training configs (``wan_va/configs/va_libero_cfg.py``,
+``va_robotwin_cfg.py`` in Robbyant/lingbot-va).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
+
+__all__ = ["ATTENTION_BACKENDS", "CAMERA_LAYOUTS", "LingBotVADataConfig", "LingBotVAModelConfig"]
+
+CAMERA_LAYOUTS = ("width_concat", "robotwin_tshape")
+ATTENTION_BACKENDS = ("auto", "sdpa", "flex")
+
+# The Wan2.2 VAE turns 4 video frames into one latent frame (the first latent frame holds one frame).
+VAE_TEMPORAL_DOWNSAMPLE = 4
+# The Wan2.2 VAE (with its 2x2 output patchify) divides height and width by 16.
+VAE_SPATIAL_DOWNSAMPLE = 16
+
+
+def _positive(instance: object, attribute: attrs.Attribute, value: float) -> None:
+    if value <= 0:
+        raise ValueError(f"{attribute.name} must be > 0 (got {value})")
+
+
+def _probability(instance: object, attribute: attrs.Attribute, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{attribute.name} must be in [0, 1] (got {value})")
+
+
+@attrs.define(kw_only=True)
+class LingBotVAModelConfig(BaseModelConfig):
+    """The transformer shape and the flow-matching training recipe (defaults: the official 5B model)."""
+
+    patch_size: tuple[int, int, int] = (1, 2, 2)
+    """(frame, height, width) patch of the video latents; one token per patch."""
+    num_attention_heads: int = attrs.field(default=24, validator=_positive)
+    """Attention heads per block."""
+    attention_head_dim: int = attrs.field(default=128, validator=_positive)
+    """Channels per head; ``head_dim // 3`` must be even (3-D RoPE split)."""
+    in_channels: int = attrs.field(default=48, validator=_positive)
+    """Channels of the video latents (the Wan2.2 VAE ``z_dim``)."""
+    out_channels: int = attrs.field(default=48, validator=_positive)
+    """Channels of the predicted video velocity."""
+    action_dim: int = attrs.field(default=30, validator=_positive)
+    """Width of the model's action space (embodiment channels are scattered into it)."""
+    used_action_channel_ids: list[int] = attrs.field(factory=lambda: [0, 1, 2, 3, 4, 5, 28])
+    """Model action channels the embodiment uses, in dataset action order; the rest are masked out."""
+    text_dim: int = attrs.field(default=4096, validator=_positive)
+    """Width of the text-encoder output (UMT5-XXL: 4096)."""
+    text_len: int = attrs.field(default=512, validator=_positive)
+    """Text positions the transformer sees (UMT5 max length; shorter prompts are zero padded)."""
+    freq_dim: int = attrs.field(default=256, validator=_positive)
+    """Sinusoidal timestep-embedding width."""
+    ffn_dim: int = attrs.field(default=14336, validator=_positive)
+    """Hidden width of each block's feed-forward network."""
+    num_layers: int = attrs.field(default=30, validator=_positive)
+    """Number of transformer blocks."""
+    cross_attn_norm: bool = True
+    """LayerNorm (with affine) before the text cross-attention."""
+    eps: float = attrs.field(default=1e-6, validator=_positive)
+    """Epsilon of the layer and RMS norms."""
+    rope_theta: float = attrs.field(default=10000.0, validator=_positive)
+    """RoPE base frequency."""
+    snr_shift: float = attrs.field(default=5.0, validator=_positive)
+    """Shift of the video flow-matching sigmas: sigma' = s*sigma / (1 + (s-1)*sigma)."""
+    action_snr_shift: float = attrs.field(default=1.0, validator=_positive)
+    """Shift of the action flow-matching sigmas."""
+    num_train_timesteps: int = attrs.field(default=1000, validator=_positive)
+    """Size of the discrete training schedule."""
+    noisy_cond_prob: float = attrs.field(default=0.5, validator=_probability)
+    """Probability that the clean (conditioning) video copy is itself noised at t in [0.5, 1)."""
+    text_dropout_prob: float = attrs.field(default=0.1, validator=_probability)
+    """Probability per sample of replacing the prompt with the empty prompt (classifier-free guidance)."""
+    chunk_size_range: tuple[int, int] = (1, 4)
+    """Inclusive range of the frame chunk size of the block-causal mask, drawn per step."""
+    window_size_range: tuple[int, int] = (4, 64)
+    """Inclusive range of the attention window (frame-id units), drawn per step."""
+    attention_backend: str = attrs.field(default="auto", validator=attrs.validators.in_(ATTENTION_BACKENDS))
+    """'sdpa' (dense boolean mask), 'flex' (block-sparse flex attention, CUDA) or 'auto' (flex on CUDA)."""
+    gradient_checkpointing: bool = False
+    """Recompute each block in backward to save activation memory."""
+    num_inference_steps: int = attrs.field(default=20, validator=_positive)
+    """Video denoising steps of ``sample_actions``."""
+    action_num_inference_steps: int = attrs.field(default=50, validator=_positive)
+    """Action denoising steps of ``sample_actions``."""
+    pretrained_path: str | None = None
+    """LingBot-VA ``transformer/`` folder (or a folder holding one) loaded with a strict report at build."""
+
+    @property
+    def inner_dim(self) -> int:
+        """Model width (heads x head_dim)."""
+        return self.num_attention_heads * self.attention_head_dim
+
+    def validate(self) -> list[str]:
+        """Rules that span fields."""
+        problems = []
+        third = self.attention_head_dim // 3
+        if third % 2 or (self.attention_head_dim - 2 * third) % 2:
+            problems.append(f"model.attention_head_dim: {self.attention_head_dim} splits into RoPE parts "
+                            f"({self.attention_head_dim - 2 * third}, {third}, {third}); each must be even "
+                            "(e.g. 12, 14, 24, 128)")
+        if any(p < 1 for p in self.patch_size):
+            problems.append(f"model.patch_size: every entry must be >= 1 (got {self.patch_size})")
+        bad = [i for i in self.used_action_channel_ids if not 0 <= i < self.action_dim]
+        if bad or not self.used_action_channel_ids:
+            problems.append(f"model.used_action_channel_ids: must be a non-empty list of channels in "
+                            f"[0, {self.action_dim}) (bad: {bad})")
+        if len(set(self.used_action_channel_ids)) != len(self.used_action_channel_ids):
+            problems.append("model.used_action_channel_ids: channels must be distinct")
+        for name, low in (("chunk_size_range", 1), ("window_size_range", 1)):
+            lo, hi = getattr(self, name)
+            if lo < low or hi < lo:
+                problems.append(f"model.{name}: need {low} <= min <= max (got {(lo, hi)})")
+        return problems
+
+
+@attrs.define(kw_only=True)
+class LingBotVADataConfig(BaseDataConfig):
+    """What LingBot-VA reads: cached VAE latents and text embeddings plus the LeRobot actions.
+
+    A sample is a window of ``num_latent_frames`` latent frames of one episode. Video frames are taken every
+    ``video_stride`` dataset frames; one latent frame covers 4 of them, so ``action_per_frame`` actions per
+    latent frame are taken every ``4 * video_stride / action_per_frame`` dataset frames.
+    """
+
+    camera_keys: list[str] = attrs.field(factory=lambda: ["observation.images.image",
+                                                          "observation.images.wrist_image"])
+    """Cameras, in layout order (width_concat: left to right; robotwin_tshape: head, left wrist, right wrist)."""
+    image_size: tuple[int, int] = (128, 128)
+    """(height, width) each camera is resized to before VAE encoding (T-shape: the head camera's size)."""
+    camera_layout: str = attrs.field(default="width_concat", validator=attrs.validators.in_(CAMERA_LAYOUTS))
+    """How per-camera latents are tiled into one latent image."""
+    action_dim: int = 7
+    """Dimension of the dataset's action vector (scattered into ``model.used_action_channel_ids``)."""
+    state_dim: int = 8
+    """Dimension of the dataset's state vector (not an input of the model)."""
+    action_horizon: int = 16
+    """Actions per sample = num_latent_frames * action_per_frame (checked)."""
+    num_latent_frames: int = attrs.field(default=4, validator=_positive)
+    """Latent frames per training sample (the first one is the conditioning frame)."""
+    action_per_frame: int = attrs.field(default=4, validator=_positive)
+    """Actions per latent frame (LIBERO 4, RoboTwin 16)."""
+    video_stride: int = attrs.field(default=1, validator=_positive)
+    """Dataset frames between two video frames fed to the VAE."""
+    latent_cache: str = "latents"
+    """Cache folder of VAE latents and text embeddings (relative to the dataset root, or absolute)."""
+    normalize_actions: bool = True
+    """Map actions to [-1, 1] with the dataset's q01/q99 quantiles (as upstream)."""
+
+    @property
+    def action_stride(self) -> int:
+        """Dataset frames between two actions."""
+        return VAE_TEMPORAL_DOWNSAMPLE * self.video_stride // self.action_per_frame
+
+    @property
+    def num_video_frames(self) -> int:
+        """Video frames encoded into ``num_latent_frames`` latent frames."""
+        return VAE_TEMPORAL_DOWNSAMPLE * (self.num_latent_frames - 1) + 1
+
+    def latent_hw(self) -> tuple[int, int]:
+        """(height, width) of the tiled latent image."""
+        h, w = (side // VAE_SPATIAL_DOWNSAMPLE for side in self.image_size)
+        if self.camera_layout == "robotwin_tshape":
+            return h + h // 2, w
+        return h, w * len(self.camera_keys)
+
+    def validate(self) -> list[str]:
+        """Rules that span fields."""
+        problems = super().validate()
+        if (VAE_TEMPORAL_DOWNSAMPLE * self.video_stride) % self.action_per_frame:
+            problems.append(f"data.action_per_frame: 4 * video_stride ({4 * self.video_stride}) must be a "
+                            f"multiple of action_per_frame ({self.action_per_frame})")
+        if self.action_horizon != self.num_latent_frames * self.action_per_frame:
+            problems.append(f"data.action_horizon: must equal num_latent_frames * action_per_frame = "
+                            f"{self.num_latent_frames * self.action_per_frame} (got {self.action_horizon})")
+        if any(side % VAE_SPATIAL_DOWNSAMPLE for side in self.image_size):
+            problems.append(f"data.image_size: both sides must be multiples of 16 (got {self.image_size})")
+        if self.camera_layout == "robotwin_tshape":
+            if len(self.camera_keys) != 3:
+                problems.append("data.camera_keys: robotwin_tshape needs 3 cameras (head, left wrist, right "
+                                f"wrist), got {len(self.camera_keys)}")
+            if any(side % 32 for side in self.image_size):
+                problems.append("data.image_size: robotwin_tshape halves the wrist cameras, so both sides must "
+                                f"be multiples of 32 (got {self.image_size})")
+        return problems

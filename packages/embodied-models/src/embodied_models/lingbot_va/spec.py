@@ -1,0 +1,30 @@
+"""Entry-point specs of LingBot-VA (light: no torch, no diffusers)."""
+
+from __future__ import annotations
+
+from embodied_core.registry.specs import ModelSpec, PluginSpec
+from embodied_models.lingbot_va.config import LingBotVADataConfig, LingBotVAModelConfig
+
+__all__ = ["LINGBOT_VA_LIBERO", "LINGBOT_VA_ROBOTWIN", "LINGBOT_VA_TINY", "LINGBOT_VA_TRAINER"]
+
+_FACTORY = "embodied_models.lingbot_va.modeling:build_model"
+_TRANSFORMS = "embodied_models.lingbot_va.transforms:make_transforms"
+_REQUIRES = ("diffusers",)
+_HINT = "pip install 'diffusers>=0.35'"
+
+
+def _spec(name: str, description: str) -> ModelSpec:
+    return ModelSpec(name=name, description=description, factory=_FACTORY, model_config=LingBotVAModelConfig,
+                     data_config=LingBotVADataConfig, default_yaml=f"embodied_models.lingbot_va:{name}.yaml",
+                     transforms=_TRANSFORMS, requires=_REQUIRES, install_hint=_HINT)
+
+
+LINGBOT_VA_LIBERO = _spec("lingbot_va_libero", "LingBot-VA 5B video-action model, LIBERO layout (2 cameras side by "
+                          "side, 7 action channels)")
+LINGBOT_VA_ROBOTWIN = _spec("lingbot_va_robotwin", "LingBot-VA 5B video-action model, RoboTwin layout (T-shaped "
+                            "head + wrist cameras, 16 action channels)")
+LINGBOT_VA_TINY = _spec("lingbot_va_tiny", "LingBot-VA with a 2-block toy transformer for CPU tests")
+
+LINGBOT_VA_TRAINER = PluginSpec(name="lingbot_va",
+                                description="FinetuneTrainer that also seeds and checkpoints the LingBot-VA model's "
+                                "own RNG", factory="embodied_models.lingbot_va.trainer:build_trainer")
