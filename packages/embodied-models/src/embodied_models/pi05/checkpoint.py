@@ -206,7 +206,8 @@ def load_pi05_checkpoint(
             else:
                 report.tied.append(f"{key} -> {target}")
                 _copy(targets, target, key, tensor, report, filled)
-    report.missing = sorted(k for k in targets if k not in filled)
+    mismatched_targets = {entry.split(" ")[0] for entry in report.mismatched}
+    report.missing = sorted(k for k in targets if k not in filled and k not in mismatched_targets)
     problems = ([f"missing: {k}" for k in report.missing if not _allowed(k, allow_missing)]
                 + [f"unexpected: {k}" for k in report.unexpected if not _allowed(k, allow_unexpected)]
                 + [f"shape mismatch: {k}" for k in report.mismatched
