@@ -116,16 +116,16 @@ def test_strict_errors_are_reported_together(layered_model: str, tmp_path: Path)
 
 
 def test_environment_typos_are_errors(layered_model: str) -> None:
-    with pytest.raises(ConfigError, match="EMBODIED_TRAIN_ITER: names no flag --train-iter.*train_iters"):
+    with pytest.raises(ConfigError, match=r"EMBODIED_TRAIN_ITER: names no flag --train-iter.*train_iters"):
         load_config(layered_model, environ={"EMBODIED_TRAIN_ITER": "3"})
-    with pytest.raises(ConfigError, match="training.train_iters: expected an integer, got 'ten'"):
+    with pytest.raises(ConfigError, match=r"training.train_iters: expected an integer, got 'ten'"):
         load_config(layered_model, environ={"EMBODIED_TRAIN_ITERS": "ten"})
 
 
 def test_unknown_model_and_missing_model(layered_model: str) -> None:
-    with pytest.raises(UsageError, match="did you mean 'layered'"):
+    with pytest.raises(UsageError, match=r"did you mean 'layered'"):
         load_config("layerd", environ={})
-    with pytest.raises(UsageError, match="--model-name is required; installed models: .*layered"):
+    with pytest.raises(UsageError, match=r"--model-name is required; installed models: .*layered"):
         load_config(environ={})
 
 
@@ -151,7 +151,7 @@ def test_not_yet_supported_values_fail_clearly(layered_model: str, monkeypatch: 
     config = load_config(layered_model, environ={}, training={"dataset_format": "dummy_datasets",
                                                               "streaming": True})
     monkeypatch.setattr(validate, "FORMAT_SPECIFIC_FLAGS", ())
-    with pytest.raises(NotSupportedYetError, match="--streaming True: not supported yet .*a later feature"):
+    with pytest.raises(NotSupportedYetError, match=r"--streaming True: not supported yet .*a later feature"):
         validate_run_config(config, world_size=1)
 
 

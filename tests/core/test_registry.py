@@ -64,7 +64,7 @@ def test_duplicate_name_names_both_distributions(site: Path) -> None:
             [embodied.optimizers]
             alpha = {mod}:ALPHA
         """, {mod: _SPEC_MODULE.format(mod=mod)})
-    with pytest.raises(PluginError, match="fakeplug-a.*fakeplug-b|fakeplug-b.*fakeplug-a"):
+    with pytest.raises(PluginError, match=r"fakeplug-a.*fakeplug-b|fakeplug-b.*fakeplug-a"):
         registry.get_entry(groups.OPTIMIZERS, "alpha")
     assert "alpha" in registry.names(groups.OPTIMIZERS)  # listed (as a conflict), never silently picked
 
@@ -95,7 +95,7 @@ def test_env_var_and_in_process_registration(site: Path, monkeypatch: pytest.Mon
     entry = registry.get_entry(groups.OPTIMIZERS, "alpha")
     assert entry.source == "env" and registry.get_spec(groups.OPTIMIZERS, "alpha").name == "alpha"
     monkeypatch.setenv(registry.PLUGINS_ENV_VAR, "optimizers:alpha")
-    with pytest.raises(UsageError, match="EMBODIED_PLUGINS"):
+    with pytest.raises(UsageError, match=r"EMBODIED_PLUGINS"):
         registry.names(groups.OPTIMIZERS)
     monkeypatch.delenv(registry.PLUGINS_ENV_VAR)
 
@@ -103,9 +103,9 @@ def test_env_var_and_in_process_registration(site: Path, monkeypatch: pytest.Mon
     registry.register("optimizers", "gamma", spec)
     try:
         assert registry.get_spec(groups.OPTIMIZERS, "gamma") is spec
-        with pytest.raises(UsageError, match="already registered"):
+        with pytest.raises(UsageError, match=r"already registered"):
             registry.register("optimizers", "gamma", spec)
-        with pytest.raises(UsageError, match="unknown plugin group"):
+        with pytest.raises(UsageError, match=r"unknown plugin group"):
             registry.register("optimiser", "delta", spec)
     finally:
         registry.unregister("optimizers", "gamma")
@@ -117,7 +117,7 @@ def test_spec_name_must_match_entry_point(site: Path) -> None:
         [embodied.optimizers]
         omega = fakeplug_misnamed:ALPHA
     """, {"fakeplug_misnamed": _SPEC_MODULE.format(mod="fakeplug_misnamed")})
-    with pytest.raises(PluginLoadError, match="must agree"):
+    with pytest.raises(PluginLoadError, match=r"must agree"):
         registry.get_spec(groups.OPTIMIZERS, "omega")
 
 

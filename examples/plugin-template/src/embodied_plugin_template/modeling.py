@@ -14,7 +14,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from embodied_core import ModelOutput
-
 from embodied_plugin_template.config import TinyFlowDataConfig, TinyFlowPolicyConfig
 
 

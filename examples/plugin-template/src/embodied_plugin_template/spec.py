@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from embodied_core.registry import ModelSpec, PluginSpec
-
 from embodied_plugin_template.config import TinyFlowDataConfig, TinyFlowPolicyConfig
 
 TINY_FLOW_POLICY = ModelSpec(

@@ -32,7 +32,7 @@ def main(argv: Sequence[str]) -> int:
                     rows.append((group, f"{name} (CONFLICT)", entry.distribution, entry.version))
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for row in rows:
-            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
         return 0
 
     return run_guarded("embodied plugins", run)

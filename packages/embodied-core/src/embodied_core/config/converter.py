@@ -23,7 +23,7 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, Iterabl
 
 from embodied_core.errors import ConfigError, did_you_mean
 
-__all__ = ["RawStr", "structure", "unstructure", "converter"]
+__all__ = ["RawStr", "converter", "structure", "unstructure"]
 
 T = TypeVar("T")
 
@@ -120,7 +120,7 @@ def _structure_tuple(value: Any, tp: Any) -> tuple[Any, ...]:
     if args and args[-1] is not Ellipsis:
         if len(items) != len(args):
             raise ValueError(f"expected {len(args)} values, got {len(items)} ({value!r})")
-        return tuple(converter.structure(item, arg) for item, arg in zip(items, args))
+        return tuple(converter.structure(item, arg) for item, arg in zip(items, args, strict=True))
     item_type = args[0] if args else Any
     return tuple(converter.structure(item, item_type) for item in items)
 

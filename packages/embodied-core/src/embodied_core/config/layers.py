@@ -26,8 +26,8 @@ __all__ = [
     "dotlist_layer",
     "env_layer",
     "is_dotlist_item",
-    "read_yaml",
     "read_package_yaml",
+    "read_yaml",
 ]
 
 ENV_PREFIX = "EMBODIED_"

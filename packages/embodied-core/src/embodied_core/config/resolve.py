@@ -19,7 +19,7 @@ from embodied_core.errors import ConfigError, UsageError
 from embodied_core.registry.groups import MODELS
 from embodied_core.registry.specs import ModelSpec
 
-__all__ = ["merged_layers", "load_config", "model_spec", "select_model_name"]
+__all__ = ["load_config", "merged_layers", "model_spec", "select_model_name"]
 
 
 def model_spec(name: str) -> ModelSpec:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Literal
 
 import attrs
-from attrs import validators as v
 
-__all__ = ["TrainingArgs", "ReshardPolicy"]
+__all__ = ["ReshardPolicy", "TrainingArgs"]
 
 ReshardPolicy = bool | int | None
 """FSDP reshard-after-forward policy: True, False, None (FSDP's default), or an int divisor of the shard size."""

@@ -30,7 +30,8 @@ def import_object(path: str) -> Any:
 def _check_factory_path(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     module_name, sep, attr_path = value.partition(":")
     if not sep or not module_name or not attr_path:
-        raise ValueError(f"{type(instance).__name__}.{attribute.name} must look like 'package.module:attr', got {value!r}")
+        raise ValueError(
+            f"{type(instance).__name__}.{attribute.name} must look like 'package.module:attr', got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
