@@ -44,6 +44,9 @@ class Trainer:
         self.config: RunConfig = config
         validate_run_config(config)
         self.plugins = list(plugins)
+        if config.training.tokenizer_path:
+            # FLAGS.md: --tokenizer-path is also exported for tokenizer code that reads the environment.
+            os.environ["TOKENIZER_PATH"] = config.training.tokenizer_path
 
     def build(self) -> BaseTrainer:
         """The trainer instance of ``--trainer-type`` (not set up yet)."""
