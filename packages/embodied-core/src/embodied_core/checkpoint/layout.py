@@ -15,8 +15,16 @@ from typing import Any
 
 from embodied_core.errors import CheckpointError
 
-__all__ = ["META_FILE", "MODEL_PT", "MODEL_SAFETENSORS", "TRAINING_STATE_DIR", "find_latest", "read_meta",
-           "step_dir", "list_checkpoints"]
+__all__ = [
+    "META_FILE",
+    "MODEL_PT",
+    "MODEL_SAFETENSORS",
+    "TRAINING_STATE_DIR",
+    "find_latest",
+    "list_checkpoints",
+    "read_meta",
+    "step_dir",
+]
 
 MODEL_SAFETENSORS = "model.safetensors"
 MODEL_PT = "model.pt"

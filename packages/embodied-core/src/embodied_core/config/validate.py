@@ -48,22 +48,7 @@ def _not_default(field: str) -> Callable[[Any], bool]:
     return lambda value: value != default
 
 
-_TRAINER_ISSUE = "trainer capabilities"
-NOT_SUPPORTED_YET: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "weight_decay_grouping": (_not_default("weight_decay_grouping"), _TRAINER_ISSUE),
-    "lr_group": (_not_default("lr_group"), _TRAINER_ISSUE),
-    "freeze_modules": (_not_default("freeze_modules"), _TRAINER_ISSUE),
-    "pretrained_checkpoint": (_not_default("pretrained_checkpoint"), _TRAINER_ISSUE),
-    "save_format": (lambda v: v not in ("safetensors", "dcp"), _TRAINER_ISSUE),
-    "save_total_limit": (_not_default("save_total_limit"), _TRAINER_ISSUE),
-    "wandb_mode": (_not_default("wandb_mode"), _TRAINER_ISSUE),
-    "tensorboard_dir": (_not_default("tensorboard_dir"), _TRAINER_ISSUE),
-    "timing_log_level": (_not_default("timing_log_level"), _TRAINER_ISSUE),
-    "deterministic_mode": (_not_default("deterministic_mode"), _TRAINER_ISSUE),
-    "disable_tf32": (_not_default("disable_tf32"), _TRAINER_ISSUE),
-    "manual_gc": (_not_default("manual_gc"), _TRAINER_ISSUE),
-    "dtype": (lambda v: v == "float16", _TRAINER_ISSUE + " (GradScaler)"),
-}
+NOT_SUPPORTED_YET: dict[str, tuple[Callable[[Any], bool], str]] = {}
 """Flag -> (is the value unsupported?, the feature that makes it work). Shrinks as features land."""
 
 _LR_GROUP_RE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([^,=]+?)\s*$")

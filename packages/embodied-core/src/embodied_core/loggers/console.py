@@ -14,13 +14,13 @@ __all__ = ["ConsoleLogger", "build_console"]
 
 logger = logging.getLogger("embodied.train")
 
-_ORDER = ("loss", "lr", "grad_norm", "step_time_s", "samples_per_s", "skipped_iters", "nan_iters")
+_ORDER = ("loss", "lr", "grad_norm", "step_time_s", "samples_per_s", "skipped_iters", "nan_iters", "skipped_updates")
 
 
 def _format(key: str, value: float) -> str:
     if key in ("lr",):
         return f"{key} {value:.3e}"
-    if key in ("skipped_iters", "nan_iters"):
+    if key in ("skipped_iters", "nan_iters", "skipped_updates"):
         return f"{key} {int(value)}"
     return f"{key} {value:.4g}"
 

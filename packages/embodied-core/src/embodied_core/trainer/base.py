@@ -2,14 +2,18 @@
 
 ``train()`` sets the order; each concern is a component built in :meth:`BaseTrainer.setup`. Model-specific
 trainers subclass and override narrow methods (``build_model``, ``forward_backward``, ...), never the loop.
+
+Host syncs: one per update (:meth:`BaseTrainer.apply_update` reads every check in one transfer) plus one
+on logging steps (:func:`~embodied_core.trainer.metrics.reduce_step_metrics`); none per micro-batch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +24,21 @@ import yaml
 from torch import nn
 
 from embodied_core.checkpoint.layout import checkpoints_root, find_latest
+from embodied_core.checkpoint.pretrained import load_pretrained
 from embodied_core.config.provenance import embodied_versions, plugin_versions
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.validate import world_size_from_env
 from embodied_core.errors import CheckpointError
+from embodied_core.loggers.summary import write_loss_curve, write_summary
+from embodied_core.optim.param_groups import build_param_groups, format_group_table
 from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
 from embodied_core.trainer import components
 from embodied_core.trainer.checkpointer import Checkpointer
+from embodied_core.trainer.freeze import freeze_modules, parse_module_paths
+from embodied_core.trainer.metrics import StageTimer, StepRecord, lrs_by_group, reduce_step_metrics
 from embodied_core.trainer.rng import capture_rng_state, restore_rng_state, seed_everything
+from embodied_core.trainer.runtime import RuntimeSettings, make_grad_scaler
 
 __all__ = ["BaseTrainer", "TrainResult", "TrainState"]
 
@@ -39,12 +49,20 @@ _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torc
 
 @attrs.define
 class TrainState:
-    """Counters that are part of the checkpoint."""
+    """Counters that are part of the checkpoint.
+
+    Attributes:
+        skipped_iters: micro-batches that contributed zero (loss NaN/Inf or above --loss-spike-threshold).
+        nan_iters: micro-batches whose loss was NaN/Inf (a subset of ``skipped_iters``).
+        skipped_updates: optimizer updates not applied (non-finite gradients, float16 overflow, or every
+            micro-batch skipped); the optimizer state is untouched for them.
+    """
 
     step: int = 0
     consumed_samples: int = 0
     skipped_iters: int = 0
     nan_iters: int = 0
+    skipped_updates: int = 0
 
 
 @attrs.define
@@ -75,6 +93,8 @@ class BaseTrainer:
         self.state = TrainState()
         self.last_metrics: dict[str, float] = {}
         self.last_checkpoint: Path | None = None
+        self.loggers: list[Any] = []
+        self.runtime = RuntimeSettings(self.args)
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -83,14 +103,16 @@ class BaseTrainer:
         self.strategy = components.build_strategy(args, world_size_from_env())
         self.strategy.setup()
         self.device = self.strategy.device
+        self.runtime.apply()
         seed_everything(args.seed)
         resume_path = self.resume_path()
         if self.strategy.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             self.write_config()
-        self.model = self.strategy.wrap_model(self.build_model())
-        self.optimizer = components.build_optimizer(self.model, args, self.strategy)
+        self.model = self.strategy.wrap_model(self.prepare_model(resuming=resume_path is not None))
+        self.optimizer = self.build_optimizer()
         self.scheduler = components.build_scheduler(self.optimizer, args)
+        self.scaler = make_grad_scaler(args, self.device)
         self.loader = components.build_data(self.config, self.model_spec, self.strategy)
         self.checkpointer = Checkpointer(self.output_dir, self.strategy, save_format=args.save_format,
                                          save_training_state=args.save_training_state,
@@ -101,11 +123,41 @@ class BaseTrainer:
                                                 resume_step=self.state.step if resume_path else None)
         for sink in self.loggers:
             sink.log_config(self.config.to_dict())
-        self.autocast_dtype = _DTYPES[args.dtype]
+        dtype = _DTYPES[args.dtype]
+        self.autocast: Callable[[], Any] = (functools.partial(torch.autocast, self.device.type, dtype=dtype)
+                                            if dtype != torch.float32 else contextlib.nullcontext)
 
     def build_model(self) -> nn.Module:
         """Builds the model from its plugin factory."""
         return self.model_spec.load_factory()(self.config.model, self.config.data)
+
+    def prepare_model(self, *, resuming: bool) -> nn.Module:
+        """The model with ``--pretrained-checkpoint`` loaded (unless resuming) and ``--freeze-modules`` frozen."""
+        model = self.build_model()
+        if self.args.pretrained_checkpoint:
+            if resuming:
+                logger.info("--pretrained-checkpoint %s not loaded: resuming restores all weights",
+                            self.args.pretrained_checkpoint)
+            else:
+                self.load_pretrained(model, self.args.pretrained_checkpoint)
+        report = freeze_modules(model, parse_module_paths(self.args.freeze_modules))
+        if self.strategy.is_main:
+            logger.info("%s", report)
+        return model
+
+    def load_pretrained(self, model: nn.Module, path: str) -> None:
+        """Loads pretrained weights strictly (override for models whose checkpoints need a key map)."""
+        report = load_pretrained(model, path)
+        if self.strategy.is_main:
+            logger.info("loaded %d tensors from --pretrained-checkpoint %s (strict: no missing, unexpected or "
+                        "mismatched keys)", report.loaded, path)
+
+    def build_optimizer(self) -> torch.optim.Optimizer:
+        """The ``--optimizer`` over the parameter groups of ``--lr-group`` / ``--weight-decay-grouping``."""
+        param_groups = build_param_groups(self.strategy.unwrap_model(self.model), self.args)
+        if self.strategy.is_main:
+            logger.info("optimizer %s parameter groups:\n%s", self.args.optimizer, format_group_table(param_groups))
+        return components.build_optimizer_from_groups(param_groups, self.args, self.strategy)
 
     def resume_path(self) -> Path | None:
         """The checkpoint to resume from (``--resume-from``, or the newest with ``--resume``), or None."""
@@ -133,12 +185,14 @@ class BaseTrainer:
         (self.output_dir / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
 
     def restore(self, path: Path) -> None:
-        """Restores model, optimizer, scheduler, RNG, data position and counters from ``path``."""
+        """Restores model, optimizer, scheduler, loss scale, RNG, data position and counters from ``path``."""
         rank_state, shared = self.checkpointer.load(path, model=self.model, optimizer=self.optimizer,
                                                     scheduler=self.scheduler)
         self.state = TrainState(**shared["train_state"])
         restore_rng_state(rank_state["rng"])
         self.loader.load_state_dict(rank_state["dataloader"])
+        if self.scaler is not None and "grad_scaler" in rank_state:
+            self.scaler.load_state_dict(rank_state["grad_scaler"])
         self.hooks.hook.on_load_checkpoint(step=self.state.step, path=str(path))
         logger.info("resumed from %s at step %d", path, self.state.step)
 
@@ -149,115 +203,126 @@ class BaseTrainer:
         try:
             self.hooks.hook.on_train_start(config=self.config, model=self.strategy.unwrap_model(self.model),
                                            output_dir=str(self.output_dir), start_step=self.state.step)
+            self._started = (time.perf_counter(), self.state.step)
             data_iter = iter(self.loader)
             while self.state.step < self.args.train_iters:
-                metrics = self.train_step(data_iter)
+                record = self.train_step(data_iter)
                 self.state.step += 1
-                logged = self.log_step(metrics)
+                logged = self.log_step(record)
                 self.hooks.hook.on_step_end(step=self.state.step, metrics=logged)
+                self.runtime.on_step_end(self.state.step)
                 if self.should_save():
                     self.save_checkpoint()
             return self.finalize()
         finally:
             self.close()
 
-    def train_step(self, data_iter: Any) -> dict[str, torch.Tensor]:
-        """One optimizer update over ``--gradient-accumulation-steps`` micro-batches.
-
-        Returns device tensors (no host sync) except for the single check of whether to apply the update.
-        """
+    def train_step(self, data_iter: Any) -> StepRecord:
+        """One optimizer update over ``--gradient-accumulation-steps`` micro-batches (no host sync until
+        :meth:`apply_update`)."""
         args = self.args
-        started = time.perf_counter()
-        self.model.train()
+        detail = self.is_detail_step(self.state.step + 1)
+        timer = StageTimer(self.device, sync=detail)
+        self.model.train()  # frozen modules stay in eval mode (trainer/freeze.py)
         self.optimizer.zero_grad(set_to_none=True)
         accum = args.gradient_accumulation_steps
         loss_sum = torch.zeros((), device=self.device)
         good = torch.zeros((), device=self.device)
+        nan = torch.zeros((), device=self.device)
         model_metrics: dict[str, torch.Tensor] = {}
-        data_time = 0.0
         for micro in range(accum):
-            fetch_start = time.perf_counter()
+            timer.start("data")
             batch = next(data_iter).to(self.device)
-            data_time += time.perf_counter() - fetch_start
+            timer.start("forward_backward")
             with self.strategy.grad_sync(self.model, sync=micro == accum - 1):
                 raw_loss, metrics = self.forward_backward(batch, scale=1.0 / accum)
-            ok = torch.isfinite(raw_loss) & (raw_loss <= args.loss_spike_threshold)
+            finite = torch.isfinite(raw_loss)
+            ok = finite & (raw_loss <= args.loss_spike_threshold)
             loss_sum += torch.where(ok, raw_loss, 0.0)
-            good += ok.float()
+            good += ok
+            nan += ~finite
             for key, value in metrics.items():
                 model_metrics[key] = model_metrics.get(key, 0.0) + value.detach().float() / accum
+        timer.start("optimizer")
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # clip and check the true gradients
         grad_norm = self.strategy.clip_grad_norm(self.model, args.clip_grad)
-        applied = self.apply_update(grad_norm, good, accum)
-        lr = self.optimizer.param_groups[0]["lr"]  # the LR this update used
+        applied = self.apply_update(grad_norm, good=good, nan=nan, accum=accum)
+        lrs = lrs_by_group(self.optimizer)  # the LRs this update used
         self.scheduler.step()
+        timer.stop()
         self.state.consumed_samples += args.per_device_batch_size * accum * self.strategy.world_size
-        return {"loss_sum": loss_sum, "good": good, "grad_norm": grad_norm, "applied": applied, "lr": lr,
-                "data_time_s": torch.tensor(data_time), "step_time_s": torch.tensor(time.perf_counter() - started),
-                **{f"model/{k}": v for k, v in model_metrics.items()}}
+        return StepRecord(loss_sum=loss_sum, good=good, grad_norm=grad_norm, applied=applied, lrs=lrs,
+                          step_time_s=timer.elapsed(), timings=dict(timer.totals) if detail else None,
+                          model_metrics=model_metrics)
 
     def forward_backward(self, batch: Any, *, scale: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Forward and backward of one micro-batch; a non-finite or spiking loss contributes zero.
+        """Forward and backward of one micro-batch; a NaN/Inf loss or one above ``--loss-spike-threshold``
+        (the raw loss, before dividing by the accumulation steps) contributes zero.
 
         Returns the raw (unscaled, detached) loss and the model's metrics.
         """
-        autocast = (torch.autocast(self.device.type, dtype=self.autocast_dtype)
-                    if self.autocast_dtype != torch.float32 else contextlib.nullcontext())
-        with autocast:
+        with self.autocast():
             output = self.model(batch)  # call the module, not .forward, so wrapper hooks run
         loss = output.loss.float()
         ok = torch.isfinite(loss) & (loss <= self.args.loss_spike_threshold)
-        (torch.where(ok, loss, torch.zeros_like(loss)) * scale).backward()
+        contribution = torch.where(ok, loss, torch.zeros_like(loss)) * scale
+        if self.scaler is not None:
+            contribution = self.scaler.scale(contribution)
+        contribution.backward()
         return loss.detach(), output.metrics
 
-    def apply_update(self, grad_norm: torch.Tensor, good: torch.Tensor, accum: int) -> bool:
-        """Steps the optimizer unless every micro-batch was skipped or gradients are not finite.
+    def apply_update(self, grad_norm: torch.Tensor, *, good: torch.Tensor, nan: torch.Tensor, accum: int) -> bool:
+        """Steps the optimizer unless every micro-batch was skipped or the gradients are not finite.
 
-        This is the one host sync per step; it reads both checks in one transfer.
+        This is the one host sync per step: all checks come back in one transfer. A skipped update leaves
+        the optimizer state untouched and logs why.
         """
-        checks = torch.stack([good, torch.isfinite(grad_norm).float()]).tolist()
-        num_good, grads_finite = int(checks[0]), bool(checks[1])
-        if num_good < accum:
-            self.state.skipped_iters += accum - num_good
-        if self.args.check_for_nan_in_loss_and_grad and not grads_finite:
-            self.state.nan_iters += 1
-            logger.warning("step %d: non-finite gradient norm; update skipped (optimizer state untouched)",
-                           self.state.step + 1)
-            self.optimizer.zero_grad(set_to_none=True)
-            return False
+        checks = torch.stack([good.float(), nan.float(), torch.isfinite(grad_norm).float()]).tolist()
+        num_good, num_nan, grads_finite = int(checks[0]), int(checks[1]), bool(checks[2])
+        self.state.skipped_iters += accum - num_good
+        self.state.nan_iters += num_nan
+        reason = None
         if num_good == 0:
-            logger.warning("step %d: every micro-batch loss was non-finite or above --loss-spike-threshold %g; "
-                           "update skipped", self.state.step + 1, self.args.loss_spike_threshold)
-            return False
-        self.optimizer.step()
-        return True
+            reason = (f"every micro-batch loss was NaN/Inf ({num_nan}) or above --loss-spike-threshold "
+                      f"{self.args.loss_spike_threshold:g}")
+        elif not grads_finite and self.scaler is not None:
+            reason = "float16 gradients overflowed (the loss scale is lowered)"
+        elif not grads_finite and self.args.check_for_nan_in_loss_and_grad:
+            reason = "non-finite gradient norm" + (f" after {num_nan} NaN/Inf loss(es)" if num_nan else "")
+        if reason is None:
+            # The scaler's own step() would re-check for infs with a second sync; the check above covers it.
+            self.optimizer.step()
+        if self.scaler is not None:
+            self.scaler.update()
+        if reason is None:
+            return True
+        self.state.skipped_updates += 1
+        logger.warning("step %d: update skipped (optimizer state untouched): %s", self.state.step + 1, reason)
+        self.optimizer.zero_grad(set_to_none=True)
+        return False
 
-    def log_step(self, metrics: dict[str, Any]) -> dict[str, float] | None:
+    def is_log_step(self, step: int) -> bool:
+        """True when ``step`` (1-based) logs metrics: every ``--log-interval`` steps and the last step."""
+        return step % self.args.log_interval == 0 or step == self.args.train_iters
+
+    def is_detail_step(self, step: int) -> bool:
+        """True when ``step`` logs stage timings (a logging step that is a multiple of ``--detail-log-interval``)."""
+        interval = self.args.detail_log_interval
+        return bool(interval) and step % interval == 0 and self.is_log_step(step)
+
+    def log_step(self, record: StepRecord) -> dict[str, float] | None:
         """Reduces and writes metrics on logging steps; returns them (None on other steps)."""
-        step = self.state.step
-        if step % self.args.log_interval != 0 and step != self.args.train_iters:
+        if not self.is_log_step(self.state.step):
             return None
-        good = self.strategy.all_reduce_mean(metrics["good"].float())
-        loss = self.strategy.all_reduce_mean(metrics["loss_sum"]) / torch.clamp(good, min=1e-12)
-        step_time = float(metrics["step_time_s"])
-        global_batch = self.args.per_device_batch_size * self.args.gradient_accumulation_steps * \
-            self.strategy.world_size
-        out = {
-            "loss": float(loss) if float(good) > 0 else math.nan,
-            "lr": metrics["lr"],
-            "grad_norm": float(metrics["grad_norm"]),
-            "step_time_s": step_time,
-            "samples_per_s": global_batch / step_time if step_time > 0 else math.nan,
-            "skipped_iters": self.state.skipped_iters,
-            "nan_iters": self.state.nan_iters,
-        }
-        if self.args.detail_log_interval and step % self.args.detail_log_interval == 0:
-            out["data_time_s"] = float(metrics["data_time_s"])
-        for key, value in metrics.items():
-            if key.startswith("model/"):
-                out[key.removeprefix("model/")] = float(self.strategy.all_reduce_mean(value))
+        counters = {"skipped_iters": self.state.skipped_iters, "nan_iters": self.state.nan_iters,
+                    "skipped_updates": self.state.skipped_updates}
+        if self.scaler is not None:
+            counters["loss_scale"] = self.scaler.get_scale()
+        out = reduce_step_metrics(record, args=self.args, strategy=self.strategy, counters=counters)
         self.last_metrics = out
         for sink in self.loggers:
-            sink.log_metrics(step, out)
+            sink.log_metrics(self.state.step, out)
         return out
 
     # ------------------------------------------------------------------ checkpoints and end
@@ -268,7 +333,9 @@ class BaseTrainer:
 
     def save_checkpoint(self) -> Path:
         """Saves model, training state and counters for the current step."""
-        rank_state = {"rng": capture_rng_state(), "dataloader": self.loader.state_dict()}
+        rank_state: dict[str, Any] = {"rng": capture_rng_state(), "dataloader": self.loader.state_dict()}
+        if self.scaler is not None:
+            rank_state["grad_scaler"] = self.scaler.state_dict()
         shared = {"train_state": attrs.asdict(self.state)}
         path = self.checkpointer.save(self.state.step, model=self.model, optimizer=self.optimizer,
                                       scheduler=self.scheduler, rank_state=rank_state, shared_state=shared)
@@ -276,24 +343,38 @@ class BaseTrainer:
         self.hooks.hook.on_save_checkpoint(step=self.state.step, path=str(path))
         return path
 
+    def summary(self) -> dict[str, Any]:
+        """End-of-run figures: final step and loss, counters, wall time and update rate of this process."""
+        started, start_step = getattr(self, "_started", (time.perf_counter(), self.state.step))
+        seconds = time.perf_counter() - started
+        steps = self.state.step - start_step
+        return {"final_step": self.state.step, "final_loss": self.last_metrics.get("loss"),
+                "skipped_iters": self.state.skipped_iters, "nan_iters": self.state.nan_iters,
+                "skipped_updates": self.state.skipped_updates, "consumed_samples": self.state.consumed_samples,
+                "steps_this_run": steps, "train_seconds": round(seconds, 3),
+                "steps_per_s": round(steps / seconds, 3) if seconds > 0 else None,
+                "last_checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None}
+
     def finalize(self) -> TrainResult:
-        """Final checkpoint (when saving is on and the last step was not saved), summary and hooks."""
+        """Final checkpoint (when saving is on and the last step was not saved), summary, loss curve, hooks."""
         if self.args.save_interval > 0 and not self.should_save() and self.state.step > 0:
             self.save_checkpoint()
-        summary = {"final_step": self.state.step, "final_loss": self.last_metrics.get("loss"),
-                   "skipped_iters": self.state.skipped_iters, "nan_iters": self.state.nan_iters,
-                   "consumed_samples": self.state.consumed_samples}
+        summary = self.summary()
         for sink in self.loggers:
             sink.log_summary(summary)
+        if self.strategy.is_main:
+            write_summary(self.output_dir, summary)
+            write_loss_curve(self.output_dir)
         self.hooks.hook.on_train_end(step=self.state.step, output_dir=str(self.output_dir), summary=summary)
         return TrainResult(step=self.state.step, output_dir=self.output_dir, last_metrics=self.last_metrics,
                            checkpoint=self.last_checkpoint)
 
     def close(self) -> None:
-        """Closes loggers and the strategy (also after an exception)."""
-        for sink in getattr(self, "loggers", []):
+        """Closes loggers, restores global settings and closes the strategy (also after an exception)."""
+        for sink in self.loggers:
             with contextlib.suppress(Exception):
                 sink.close()
+        self.runtime.restore()
         if hasattr(self, "strategy"):
             self.strategy.close()
 
@@ -306,5 +387,3 @@ def build_finetune_trainer(config: RunConfig, *, model_spec: ModelSpec,
 
 class FinetuneTrainer(BaseTrainer):
     """The default trainer: supervised fine-tuning of any model plugin whose forward returns a loss."""
-
-

@@ -33,7 +33,7 @@ from embodied_core.config.provenance import embodied_versions
 from embodied_core.errors import CheckpointError
 from embodied_core.strategies.base import DistributedStrategy
 
-__all__ = ["Checkpointer", "save_model_file", "load_model_file"]
+__all__ = ["Checkpointer", "load_model_file", "save_model_file"]
 
 _TMP_PREFIX = ".tmp-"
 

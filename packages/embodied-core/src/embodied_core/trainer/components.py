@@ -14,12 +14,13 @@ from embodied_core.config.training_args import TrainingArgs
 from embodied_core.data.loader import ResumableLoader
 from embodied_core.loggers.base import MetricsLogger
 from embodied_core.model_api import Transforms
+from embodied_core.optim.param_groups import build_param_groups
 from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
 from embodied_core.strategies.base import DistributedStrategy, SingleProcessStrategy
 
-__all__ = ["build_data", "build_loggers", "build_optimizer", "build_scheduler", "build_strategy",
-           "parameter_groups"]
+__all__ = ["build_data", "build_loggers", "build_optimizer", "build_optimizer_from_groups", "build_scheduler",
+           "build_strategy", "parameter_groups"]
 
 
 def build_strategy(args: TrainingArgs, world_size: int) -> DistributedStrategy:
@@ -32,15 +33,20 @@ def build_strategy(args: TrainingArgs, world_size: int) -> DistributedStrategy:
 
 
 def parameter_groups(model: nn.Module, args: TrainingArgs) -> list[dict[str, Any]]:
-    """Trainable parameters in optimizer groups (one group with ``--lr-base`` by default)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [{"params": params, "lr": args.lr_base, "weight_decay": args.weight_decay, "name": "default"}]
+    """Trainable parameters in optimizer groups (``--lr-group``, ``--weight-decay-grouping``)."""
+    return build_param_groups(model, args)
+
+
+def build_optimizer_from_groups(param_groups: list[dict[str, Any]], args: TrainingArgs,
+                                strategy: DistributedStrategy) -> torch.optim.Optimizer:
+    """The ``--optimizer`` plugin over ``param_groups``, built through the strategy (ZeRO wraps it there)."""
+    factory = registry.load_factory(groups.OPTIMIZERS, args.optimizer, flag="--optimizer")
+    return strategy.build_optimizer(param_groups, lambda groups_: factory(list(groups_), args))
 
 
 def build_optimizer(model: nn.Module, args: TrainingArgs, strategy: DistributedStrategy) -> torch.optim.Optimizer:
     """The ``--optimizer`` plugin over :func:`parameter_groups`, built through the strategy."""
-    factory = registry.load_factory(groups.OPTIMIZERS, args.optimizer, flag="--optimizer")
-    return strategy.build_optimizer(parameter_groups(model, args), lambda groups_: factory(list(groups_), args))
+    return build_optimizer_from_groups(parameter_groups(model, args), args, strategy)
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, args: TrainingArgs) -> torch.optim.lr_scheduler.LambdaLR:
