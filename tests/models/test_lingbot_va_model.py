@@ -1,0 +1,149 @@
+"""LingBot-VA model: sizes, forward/backward of the tiny preset, RNG ownership, causality, sampling."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from embodied_core.config.resolve import load_config
+from embodied_models.lingbot_va.blocks import LingBotBlock
+from embodied_models.lingbot_va.checkpoint import num_parameters
+from embodied_models.lingbot_va.masks import StreamLayout, dense_stream_mask
+from embodied_models.lingbot_va.modeling import LingBotVAModel, build_model
+
+OFFICIAL_PARAMS = 5.09e9  # LingBot-VA release: Wan2.2 TI2V-5B + action stream
+
+
+def _configs(name: str):
+    config = load_config(training={"model_name": name})
+    return config.model, config.data
+
+
+@pytest.fixture(scope="module")
+def tiny() -> LingBotVAModel:
+    torch.manual_seed(0)
+    return build_model(*_configs("lingbot_va_tiny"))
+
+
+def _batch(model: LingBotVAModel, batch_size: int = 2, seed: int = 0) -> dict[str, torch.Tensor]:
+    cfg, data = model.config, model.data_config
+    gen = torch.Generator().manual_seed(seed)
+    h, w = data.latent_hw()
+    frames, n = data.num_latent_frames, data.action_per_frame
+    mask = torch.zeros(batch_size, cfg.action_dim, frames, n, 1)
+    mask[:, cfg.used_action_channel_ids] = 1.0
+    return {"latents": torch.randn(batch_size, cfg.in_channels, frames, h, w, generator=gen),
+            "actions": torch.randn(batch_size, cfg.action_dim, frames, n, 1, generator=gen) * mask,
+            "actions_mask": mask.bool(),
+            "text_emb": torch.randn(batch_size, cfg.text_len, cfg.text_dim, generator=gen),
+            "null_text_emb": torch.randn(batch_size, 1, cfg.text_dim, generator=gen)}
+
+
+@pytest.mark.parametrize("name", ["lingbot_va_libero", "lingbot_va_robotwin"])
+def test_full_size_builds_on_meta_with_official_parameter_count(name):
+    model_config, data_config = _configs(name)
+    assert not model_config.validate() and not data_config.validate()
+    with torch.device("meta"):
+        model = LingBotVAModel(model_config, data_config)
+    count = num_parameters(model)
+    assert abs(count - OFFICIAL_PARAMS) / OFFICIAL_PARAMS < 0.005, count
+    assert len(model.transformer.blocks) == 30 and model.transformer.config.num_attention_heads * 128 == 3072
+    assert model.fsdp_units() == (LingBotBlock,)
+
+
+def test_tiny_forward_backward_uses_only_its_generator(tiny):
+    batch = _batch(tiny)
+    global_state = torch.get_rng_state()
+    tiny.seed_rng(3)
+    out = tiny(batch)
+    assert torch.equal(torch.get_rng_state(), global_state), "forward touched the global RNG"
+    assert out.loss.ndim == 0 and torch.isfinite(out.loss)
+    assert set(out.metrics) == {"latent_loss", "action_loss"}
+    out.loss.backward()
+    frozen = {n for n, p in tiny.named_parameters() if not p.requires_grad}
+    assert frozen and all(".text_embedder." in n and "condition_embedder_action" in n for n in frozen)
+    missing = [n for n, p in tiny.named_parameters() if p.requires_grad and p.grad is None]
+    assert not missing
+    tiny.zero_grad(set_to_none=True)
+
+
+def test_generator_state_reproduces_the_step(tiny):
+    batch = _batch(tiny)
+    tiny.seed_rng(11)
+    first = tiny(batch).loss.detach()
+    state = tiny.rng_state()
+    second = tiny(batch).loss.detach()
+    assert not torch.equal(first, second)  # new draws each step
+    tiny.set_rng_state(state)
+    assert torch.equal(tiny(batch).loss.detach(), second)
+    tiny.seed_rng(11)
+    assert torch.equal(tiny(batch).loss.detach(), first)
+
+
+def test_text_dropout_uses_null_embedding(tiny):
+    batch = _batch(tiny, batch_size=8)
+    tiny.config.text_dropout_prob = 1.0
+    try:
+        draws = tiny.draw_training_streams(batch)
+    finally:
+        tiny.config.text_dropout_prob = 0.1
+    assert bool(draws["text_dropped"].all())
+    assert torch.equal(draws["text"][:, :1], batch["null_text_emb"])
+    assert not draws["text"][:, 1:].any()
+
+
+def test_noisy_tokens_do_not_see_future_frames(tiny):
+    """Block causality: changing clean frame 2 leaves every prediction of frames 0-1 unchanged."""
+    net = tiny.transformer.eval()
+    batch = _batch(tiny, batch_size=1)
+    frames, n = tiny.data_config.num_latent_frames, tiny.data_config.action_per_frame
+    h, w = tiny.data_config.latent_hw()
+    t = torch.full((1, frames), 500.0)
+    from embodied_models.lingbot_va.rope import action_grid_ids, video_grid_ids
+
+    def run(clean):
+        with torch.no_grad():
+            return net.forward_train(
+                noisy_video=batch["latents"], clean_video=clean, noisy_action=batch["actions"],
+                clean_action=batch["actions"], video_timesteps=t, clean_video_timesteps=t * 0, action_timesteps=t,
+                clean_action_timesteps=t * 0, video_grid_ids=video_grid_ids(frames, h // 2, w // 2)[None],
+                action_grid_ids=action_grid_ids(frames, n)[None], text=batch["text_emb"], chunk_size=1,
+                window_size=64)
+
+    clean = batch["latents"].clone()
+    video_a, action_a = run(clean)
+    clean[:, :, 2] += 1.0
+    video_b, action_b = run(clean)
+    # Noisy video of frame f sees clean frames < f only: no noisy video token sees clean frame 2.
+    torch.testing.assert_close(video_a, video_b, atol=1e-6, rtol=0)
+    # Actions of frames 0-1 do not see clean frame 2; frame 2's actions come after its video and see it.
+    torch.testing.assert_close(action_a[:, : 2 * n], action_b[:, : 2 * n], atol=1e-6, rtol=0)
+    assert not torch.allclose(action_a[:, 2 * n:], action_b[:, 2 * n:], atol=1e-4)
+
+
+def test_mask_rules_small_case():
+    layout = StreamLayout(num_frames=2, video_tokens_per_frame=1, action_tokens_per_frame=1)
+    # tokens: nv0 nv1 cv0 cv1 na0 na1 ca0 ca1 with frame ids 0 2 0 2 1 3 1 3
+    mask = dense_stream_mask(layout, chunk_size=1, window_size=10)
+    nv1, cv0, cv1, na0, ca0 = 1, 2, 3, 4, 6
+    assert mask[nv1, cv0] and not mask[nv1, cv1]  # noisy sees strictly earlier clean
+    assert mask[cv1, cv0] and mask[cv1, cv1] and not mask[cv0, nv1 - 1]  # clean causal, never noisy
+    assert mask[na0, cv0] and not mask[na0, 0]  # noisy action sees its frame's clean video, not noisy video
+    assert mask[ca0, cv0] and not mask[cv0, ca0]
+    narrow = dense_stream_mask(layout, chunk_size=1, window_size=1)
+    assert not narrow[cv1, cv0] and narrow[cv1, ca0]
+    chunked = dense_stream_mask(layout, chunk_size=2, window_size=10)
+    assert chunked[0, 1] and chunked[1, 0]  # one chunk: noisy frames see each other
+
+
+def test_sample_actions_shape_and_determinism(tiny):
+    tiny.eval()
+    batch = _batch(tiny)
+    cfg, data = tiny.config, tiny.data_config
+    tiny.seed_rng(5)
+    first = tiny.sample_actions(batch, num_steps=2)
+    tiny.seed_rng(5)
+    again = tiny.sample_actions(batch, num_steps=2)
+    assert first.shape == (2, (data.num_latent_frames - 1) * data.action_per_frame, len(cfg.used_action_channel_ids))
+    assert torch.equal(first, again) and torch.isfinite(first).all()
+    tiny.train()
