@@ -15,7 +15,7 @@ N query heads, L tokens, D head_dim.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 from transformers.models.gemma.modeling_gemma import repeat_kv
 
 __all__ = ["MASK_VALUE", "attend", "attention_bias", "block_mask", "position_ids"]

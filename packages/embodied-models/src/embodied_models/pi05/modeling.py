@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 from transformers.models.gemma.modeling_gemma import GemmaRMSNorm, GemmaRotaryEmbedding, GemmaTextScaledWordEmbedding

@@ -1,0 +1,239 @@
+"""pi0.5 data pipeline: sample dict -> model inputs (in workers) -> collate -> Pi05PreparedBatch.
+
+Per sample (openpi ``transforms.py`` / lerobot ``processor_pi05.py`` semantics):
+
+1. cameras fill the image slots in ``data.camera_keys`` order; each frame is resized with padding (aspect
+   kept, centred, black bars as openpi's ``resize_with_pad``) to ``data.image_size`` and stays uint8 (it
+   crosses the worker boundary as bytes; the model maps it to [-1, 1]). A slot without a camera, or a
+   camera the sample lacks, is an all-zero image (= -1 after scaling) with mask 0.
+2. state and actions are normalized with the dataset stats (quantile: q01..q99 -> -1..1).
+3. the state is zero-padded to ``model.max_state_dim``, clipped to [-1, 1] and discretized into 256 bins;
+   the prompt is ``"Task: <task>, State: <bins>;\\nAction: "``, tokenized and right-padded to
+   ``model.max_token_len`` (longer prompts are truncated with a warning). openpi does not clip, so a
+   value below q01 would become bin -1 there; we clip it to bin 0.
+4. actions are zero-padded to ``model.max_action_dim``; ``action_is_pad`` is kept for the optional mask.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from embodied_core.errors import DataError
+from embodied_core.model_api import Transforms
+from embodied_models.pi05.batch import Pi05PreparedBatch
+from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
+from embodied_models.pi05.tokenizer import PAD_ID, PromptTokenizer, load_tokenizer
+
+__all__ = ["Pi05SampleTransform", "collate_pi05", "discretize_state", "make_transforms", "pi05_prompt",
+           "resize_with_pad", "resolve_stats"]
+
+logger = logging.getLogger("embodied.models.pi05")
+
+NUM_STATE_BINS = 256
+
+
+def resize_with_pad(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """uint8 [3, h, w] -> uint8 [3, H, W]: bilinear (antialiased) resize keeping the aspect, centred zero pad."""
+    out_h, out_w = size
+    h, w = image.shape[-2:]
+    if (h, w) == (out_h, out_w):
+        return image
+    ratio = max(w / out_w, h / out_h)
+    new_h, new_w = max(1, int(h / ratio)), max(1, int(w / ratio))
+    resized = F.interpolate(image[None].float(), size=(new_h, new_w), mode="bilinear", align_corners=False,
+                            antialias=True)[0]
+    resized = resized.round().clamp(0, 255).to(torch.uint8)
+    top, left = (out_h - new_h) // 2, (out_w - new_w) // 2
+    out = torch.zeros((image.shape[0], out_h, out_w), dtype=torch.uint8)
+    out[:, top: top + new_h, left: left + new_w] = resized
+    return out
+
+
+def discretize_state(state: np.ndarray) -> np.ndarray:
+    """Normalized state in [-1, 1] -> bin indices 0..255 (values outside are clipped first)."""
+    edges = np.linspace(-1.0, 1.0, NUM_STATE_BINS + 1)[:-1]
+    return np.digitize(np.clip(state, -1.0, 1.0), bins=edges) - 1
+
+
+def pi05_prompt(task: str, bins: Sequence[int]) -> str:
+    """The pi0.5 prompt: cleaned task text and the discretized state."""
+    cleaned = task.strip().replace("_", " ").replace("\n", " ")
+    return f"Task: {cleaned}, State: {' '.join(str(int(b)) for b in bins)};\nAction: "
+
+
+def _as_uint8_image(value: Any, key: str) -> torch.Tensor:
+    image = torch.as_tensor(value)
+    if image.ndim == 4 and image.shape[0] == 1:
+        image = image[0]  # a single-frame history [1, C, H, W]
+    if image.ndim != 3:
+        raise DataError(f"camera {key}: expected an image [C, H, W] (or [1, C, H, W]), got shape {tuple(image.shape)}")
+    if image.shape[0] not in (1, 3) and image.shape[-1] in (1, 3):
+        image = image.permute(2, 0, 1)  # channels-last input
+    if image.shape[0] == 1:
+        image = image.expand(3, -1, -1)
+    if image.dtype != torch.uint8:
+        # float frames are LeRobot's [0, 1] convention
+        image = (image.float() * 255.0).round().clamp(0, 255).to(torch.uint8)
+    return image
+
+
+class Pi05SampleTransform:
+    """The per-sample transform (picklable: runs in DataLoader workers).
+
+    Args:
+        model_config, data_config: the run's sections.
+        tokenizer: prompt tokenizer (see tokenizer.load_tokenizer).
+        stats: ``{key: {stat: array}}`` for the state and action keys (unused with normalization none).
+    """
+
+    def __init__(self, model_config: Pi05ModelConfig, data_config: Pi05DataConfig, tokenizer: PromptTokenizer,
+                 stats: Mapping[str, Mapping[str, Any]] | None) -> None:
+        self.model_config = model_config
+        self.data_config = data_config
+        self.tokenizer = tokenizer
+        self._warned_truncation = False
+        self.normalizer = None
+        if data_config.normalization != "none":
+            from embodied_data.normalize import Normalizer
+
+            keys = (data_config.state_key, data_config.action_key)
+            self.normalizer = Normalizer(stats or {}, dict.fromkeys(keys, data_config.normalization))
+
+    def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
+        cfg = self.data_config
+        images, masks = self._images(sample)
+        state = self._feature(sample, cfg.state_key, cfg.state_dim).reshape(-1)
+        tokens, token_mask = self._tokens(sample, state)
+        out: dict[str, Any] = {"images": images, "image_masks": masks, "tokens": tokens, "token_mask": token_mask}
+        if cfg.action_key in sample:
+            actions = self._feature(sample, cfg.action_key, cfg.action_dim)
+            if actions.ndim == 1:
+                actions = actions[None]
+            padded = torch.zeros(actions.shape[0], self.model_config.max_action_dim, dtype=torch.float32)
+            padded[:, : actions.shape[1]] = actions
+            out["actions"] = padded
+            is_pad = sample.get(f"{cfg.action_key}_is_pad")
+            out["action_is_pad"] = (torch.as_tensor(is_pad, dtype=torch.bool) if is_pad is not None
+                                    else torch.zeros(actions.shape[0], dtype=torch.bool))
+        return out
+
+    def _images(self, sample: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.data_config
+        size = tuple(cfg.image_size)
+        images = torch.zeros((cfg.num_image_slots, 3, *size), dtype=torch.uint8)
+        masks = torch.zeros(cfg.num_image_slots, dtype=torch.bool)
+        for slot, key in enumerate(cfg.camera_keys):
+            if key in sample and sample[key] is not None:
+                images[slot] = resize_with_pad(_as_uint8_image(sample[key], key), size)
+                masks[slot] = True
+        return images, masks
+
+    def _feature(self, sample: Mapping[str, Any], key: str, dim: int) -> torch.Tensor:
+        if key not in sample:
+            raise DataError(f"sample has no {key!r} (keys: {', '.join(sorted(sample))}); set data.state_key / "
+                            "data.action_key to the dataset's names")
+        value = torch.as_tensor(sample[key]).float()
+        if value.shape[-1] != dim:
+            raise DataError(f"{key}: last dimension is {value.shape[-1]} but the data config says {dim}; set "
+                            f"data.{'state' if key == self.data_config.state_key else 'action'}_dim={value.shape[-1]}")
+        if self.normalizer is not None:
+            value = self.normalizer.features[key].normalize(value)
+        return value
+
+    def _tokens(self, sample: Mapping[str, Any], state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        task = sample.get("task")
+        if not isinstance(task, str):
+            raise DataError(f"sample has no task string (got {type(task).__name__}); pi0.5 prompts need one")
+        padded = np.zeros(self.model_config.max_state_dim, dtype=np.float64)
+        padded[: state.shape[0]] = state.double().numpy()
+        ids = self.tokenizer.encode(pi05_prompt(task, discretize_state(padded)))
+        limit = self.model_config.max_token_len
+        if len(ids) > limit:
+            if not self._warned_truncation:
+                logger.warning("pi0.5 prompt has %d tokens; truncated to model.max_token_len=%d", len(ids), limit)
+                self._warned_truncation = True
+            ids = ids[:limit]
+        tokens = torch.full((limit,), PAD_ID, dtype=torch.long)
+        tokens[: len(ids)] = torch.tensor(ids, dtype=torch.long)
+        mask = torch.zeros(limit, dtype=torch.bool)
+        mask[: len(ids)] = True
+        return tokens, mask
+
+    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """Model actions [..., max_action_dim] -> dataset units [..., action_dim]."""
+        real = actions[..., : self.data_config.action_dim]
+        if self.normalizer is None:
+            return real
+        return self.normalizer.features[self.data_config.action_key].unnormalize(real)
+
+
+def collate_pi05(samples: Sequence[Mapping[str, Any]]) -> Pi05PreparedBatch:
+    """Stacks transformed samples into a Pi05PreparedBatch."""
+    has_actions = "actions" in samples[0]
+    return Pi05PreparedBatch(
+        images=torch.stack([s["images"] for s in samples]),
+        image_masks=torch.stack([s["image_masks"] for s in samples]),
+        tokens=torch.stack([s["tokens"] for s in samples]),
+        token_mask=torch.stack([s["token_mask"] for s in samples]),
+        actions=torch.stack([s["actions"] for s in samples]) if has_actions else None,
+        action_is_pad=torch.stack([s["action_is_pad"] for s in samples]) if has_actions else None,
+    )
+
+
+def resolve_stats(dataset: Any, data_config: Pi05DataConfig, *, max_samples: int = 1000) -> dict[str, Any]:
+    """Stats of the state and action keys: the dataset's own (``.stats``, or computed by embodied_data from a
+    LeRobot dataset's files), else computed from up to ``max_samples`` evenly spaced samples."""
+    keys = [data_config.state_key, data_config.action_key]
+    stats = getattr(dataset, "stats", None)
+    if isinstance(stats, Mapping) and all(k in stats for k in keys):
+        return dict(stats)
+    root = getattr(dataset, "root", None)
+    if getattr(dataset, "meta", None) is not None and root is not None:
+        from embodied_data.stats import dataset_stats
+
+        found = dataset_stats(root, episodes=getattr(dataset, "episodes", None)).stats
+        if all(k in found for k in keys):
+            return found
+    return _stats_from_samples(dataset, keys, max_samples=max_samples)
+
+
+def _stats_from_samples(dataset: Any, keys: list[str], *, max_samples: int) -> dict[str, dict[str, np.ndarray]]:
+    num = len(dataset)
+    if num == 0:
+        raise DataError("the dataset is empty; cannot compute normalization stats")
+    indices = np.unique(np.linspace(0, num - 1, min(num, max_samples)).astype(int))
+    logger.warning("dataset %s has no stats; computing state/action stats from %d samples",
+                   type(dataset).__name__, len(indices))
+    values: dict[str, list[np.ndarray]] = {k: [] for k in keys}
+    for i in indices:
+        sample = dataset[int(i)]
+        for key in keys:
+            if key not in sample:
+                raise DataError(f"sample {i} has no {key!r} (keys: {', '.join(sorted(sample))})")
+            arr = torch.as_tensor(sample[key]).double().numpy()
+            values[key].append(arr.reshape(-1, arr.shape[-1]))
+    out = {}
+    for key, parts in values.items():
+        data = np.concatenate(parts)
+        out[key] = {"mean": data.mean(0), "std": data.std(0), "min": data.min(0), "max": data.max(0),
+                    "q01": np.quantile(data, 0.01, axis=0), "q99": np.quantile(data, 0.99, axis=0)}
+    return out
+
+
+def make_transforms(model_config: Pi05ModelConfig, data_config: Pi05DataConfig, dataset: Any) -> Transforms:
+    """Transforms of the pi05 plugins (``ModelSpec.transforms``).
+
+    The tokenizer comes from ``data.tokenizer_path`` or ``--tokenizer-path`` (environment TOKENIZER_PATH);
+    ``model.tokenizer=tiny`` uses the built-in tokenizer when neither is set.
+    """
+    tokenizer = load_tokenizer(model_config.tokenizer, data_config.resolved_tokenizer_path(),
+                               vocab_size=model_config.vocab_size)
+    stats = resolve_stats(dataset, data_config) if data_config.normalization != "none" else None
+    return Transforms(sample_transform=Pi05SampleTransform(model_config, data_config, tokenizer, stats),
+                      collate_fn=collate_pi05)
