@@ -3,7 +3,8 @@
 State is ``(epoch, position)``: the epoch number and how many samples of this rank's share of the epoch
 were handed to the trainer. Resuming rebuilds the epoch's order from ``(seed, epoch)`` and starts at
 ``position`` without decoding skipped samples, so a resumed run sees exactly the batches an
-uninterrupted run would have seen. Per-sample randomness (augmentations) is seeded from
+uninterrupted run would have seen. With ``streaming=True`` the dataset is read as an iterable, episode
+block by block, sharded by rank and worker (``streaming.py``); its state is the same ``(epoch, position)``. Per-sample randomness (augmentations) is seeded from
 ``(seed, epoch, index)``, never from the trainer's global RNG, so it does not depend on worker count.
 """
 
@@ -18,6 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from embodied_core.data.samplers import ShareFn
+from embodied_core.data.streaming import StreamingShard, episode_blocks, streaming_order
 
 __all__ = ["ResumableLoader", "sample_seed"]
 
@@ -66,6 +68,10 @@ class ResumableLoader:
         shuffle: shuffle each epoch (seeded by ``(seed, epoch)``).
         num_workers, multiprocessing_context, seed_workers: DataLoader worker settings; ``seed_workers``
             seeds each worker's global RNGs from ``(seed, epoch, worker_id)``.
+        streaming: read the dataset as an iterable, episode block by block (``streaming.py``); the state
+            records the mode, since its order differs from the map-style one.
+        streaming_block_size, streaming_window_blocks: block length when the dataset exposes no
+            ``episode_ranges``, and how many blocks are shuffled together.
     """
 
     def __init__(
@@ -82,6 +88,9 @@ class ResumableLoader:
         multiprocessing_context: str | None = None,
         seed_workers: bool = False,
         pin_memory: bool = False,
+        streaming: bool = False,
+        streaming_block_size: int = 64,
+        streaming_window_blocks: int = 4,
     ) -> None:
         self._dataset = _SeededTransformDataset(dataset, sample_transform, seed)
         self.batch_size = batch_size
@@ -93,8 +102,11 @@ class ResumableLoader:
         self.multiprocessing_context = multiprocessing_context if num_workers > 0 else None
         self.seed_workers = seed_workers
         self.pin_memory = pin_memory
+        self.streaming = streaming
         self.epoch = 0
         self.position = 0
+        self._blocks = episode_blocks(dataset, len(dataset), streaming_block_size) if streaming else []
+        self.streaming_window_blocks = streaming_window_blocks
         if self.batches_per_epoch() == 0:
             raise ValueError(f"the dataset has {len(dataset)} samples: too few for one batch of {batch_size} "
                              "per rank; lower --per-device-batch-size or use more data")
@@ -102,7 +114,10 @@ class ResumableLoader:
     def epoch_indices(self, epoch: int) -> list[int]:
         """This rank's indices of ``epoch``, in order."""
         n = len(self._dataset)
-        if self.shuffle:
+        if self.streaming:
+            order = streaming_order(self._blocks, seed=sample_seed(self.seed, epoch, -1), shuffle=self.shuffle,
+                                    window_blocks=self.streaming_window_blocks)
+        elif self.shuffle:
             generator = torch.Generator().manual_seed(sample_seed(self.seed, epoch, -1))
             order = torch.randperm(n, generator=generator).tolist()
         else:
@@ -123,10 +138,14 @@ class ResumableLoader:
         indices = self.epoch_indices(self.epoch)
         usable = len(indices) // self.batch_size * self.batch_size
         keys = [(self.epoch, i) for i in indices[self.position : usable]]
+        if self.streaming:
+            dataset, sampler = StreamingShard(self._dataset, keys, batch_size=self.batch_size), None
+        else:
+            dataset, sampler = self._dataset, keys
         return DataLoader(
-            self._dataset,
+            dataset,
             batch_size=self.batch_size,
-            sampler=keys,
+            sampler=sampler,
             collate_fn=self.collate_fn,
             num_workers=self.num_workers,
             multiprocessing_context=self.multiprocessing_context,
@@ -150,13 +169,18 @@ class ResumableLoader:
 
     def state_dict(self) -> dict[str, int]:
         """Position of the next batch: epoch and samples already consumed in it on this rank."""
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "batch_size": self.batch_size}
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "batch_size": self.batch_size,
+                "streaming": self.streaming}
 
     def load_state_dict(self, state: Mapping[str, int]) -> None:
-        """Continues from a saved position; refuses a state saved with another seed or batch size."""
+        """Continues from a saved position; refuses a state saved with another seed, batch size or mode."""
         for key in ("seed", "batch_size"):
             if state.get(key, getattr(self, key)) != getattr(self, key):
                 raise ValueError(f"dataloader state was saved with {key}={state[key]}, this run uses "
                                  f"{getattr(self, key)}; resume with the same --seed and --per-device-batch-size")
+        if bool(state.get("streaming", False)) != self.streaming:
+            raise ValueError(f"dataloader state was saved with streaming={bool(state.get('streaming', False))}, this "
+                             f"run uses streaming={self.streaming}; the sample order differs, so resume with the "
+                             "same --streaming setting")
         self.epoch = int(state["epoch"])
         self.position = int(state["position"])

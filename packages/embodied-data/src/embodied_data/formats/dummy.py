@@ -32,6 +32,11 @@ class DummyDataset(Dataset):
     def __len__(self) -> int:
         return self.num_samples
 
+    def episode_ranges(self) -> list[tuple[int, int]]:
+        """``(start, stop)`` index range of each synthetic episode (read by the streaming loader)."""
+        return [(start, min(start + self.episode_length, self.num_samples))
+                for start in range(0, self.num_samples, self.episode_length)]
+
     def __getitem__(self, index: int) -> dict[str, Any]:
         if not 0 <= index < self.num_samples:
             raise IndexError(f"index {index} out of range for {self.num_samples} samples")

@@ -107,6 +107,10 @@ class Hdf5Dataset(Dataset):
     def __len__(self) -> int:
         return self._starts[-1]
 
+    def episode_ranges(self) -> list[tuple[int, int]]:
+        """``(start, stop)`` index range of each episode (read by the streaming loader)."""
+        return list(zip(self._starts[:-1], self._starts[1:], strict=True))
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_files"] = OrderedDict()  # open h5py handles cannot be pickled into spawned workers
