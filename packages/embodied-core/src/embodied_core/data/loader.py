@@ -3,9 +3,10 @@
 State is ``(epoch, position)``: the epoch number and how many samples of this rank's share of the epoch
 were handed to the trainer. Resuming rebuilds the epoch's order from ``(seed, epoch)`` and starts at
 ``position`` without decoding skipped samples, so a resumed run sees exactly the batches an
-uninterrupted run would have seen. With ``streaming=True`` the dataset is read as an iterable, episode
-block by block, sharded by rank and worker (``streaming.py``); its state is the same ``(epoch, position)``. Per-sample randomness (augmentations) is seeded from
+uninterrupted run would have seen. Per-sample randomness (augmentations) is seeded from
 ``(seed, epoch, index)``, never from the trainer's global RNG, so it does not depend on worker count.
+With ``streaming=True`` the dataset is read as an iterable, episode block by block, sharded by rank and
+worker (``streaming.py``); its state is the same ``(epoch, position)``.
 """
 
 from __future__ import annotations
