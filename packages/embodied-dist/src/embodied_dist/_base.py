@@ -1,0 +1,126 @@
+"""What DDP and FSDP share: the process group, collectives for metrics, and full (gathered) state dicts.
+
+The launch environment is checked when the strategy is built (before ``init_process_group``), so a
+half-set environment fails with a message instead of hanging in the rendezvous.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+
+from embodied_core.config.training_args import TrainingArgs
+from embodied_core.errors import UsageError
+from embodied_core.strategies.base import DistributedStrategy
+from embodied_core.strategies.validation import LaunchEnv, launch_env, launch_problems
+
+__all__ = ["ProcessGroupStrategy"]
+
+logger = logging.getLogger("embodied.dist")
+
+_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+"""Gather the whole state to rank 0, moving each tensor to CPU as it arrives (bounded device memory)."""
+
+
+class ProcessGroupStrategy(DistributedStrategy):
+    """A strategy over a ``torch.distributed`` process group (gloo on CPU, NCCL on CUDA).
+
+    Args:
+        args: the training flags.
+        environ: the launch environment (default: ``os.environ``); validated here.
+    """
+
+    def __init__(self, args: TrainingArgs, environ: Any = None) -> None:
+        super().__init__(args)
+        problems = launch_problems(environ)
+        if problems:
+            raise UsageError("; ".join(problems))
+        self.env: LaunchEnv = launch_env(environ)
+        self.rank = self.env.rank
+        self.world_size = self.env.world_size
+        self.local_rank = self.env.local_rank
+        self._async_group: Any = None
+
+    def setup(self) -> None:
+        """Initializes the default process group; a dedicated gloo group serves ``--async-save``."""
+        if torch.cuda.is_available():
+            torch.cuda.set_device(self.local_rank)
+            self.device = torch.device("cuda", self.local_rank)
+            backend = "nccl"
+        else:
+            self.device = torch.device("cpu")
+            backend = "gloo"
+        if not dist.is_initialized():
+            dist.init_process_group(backend=backend, timeout=datetime.timedelta(minutes=30))
+        if dist.get_world_size() != self.world_size:
+            raise UsageError(f"process group has {dist.get_world_size()} ranks but WORLD_SIZE={self.world_size}")
+        if self.args.async_save:
+            # Background checkpoint writes run collectives from another thread; sharing the training group
+            # with them crashes gloo (and serializes behind NCCL kernels), so they get their own group.
+            self._async_group = dist.new_group(backend="gloo")
+        if self.is_main:
+            logger.info("%s: %d processes on %d node(s), backend %s", type(self).__name__, self.world_size,
+                        self.env.num_nodes, backend)
+
+    def close(self) -> None:
+        """Flushes pending work (async saves), then destroys the process group."""
+        try:
+            super().close()
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+    @property
+    def async_checkpoint_process_group(self) -> Any:
+        """The dedicated gloo group of ``--async-save``."""
+        return self._async_group
+
+    def barrier(self) -> None:
+        """Waits for all ranks."""
+        if self.device.type == "cuda":
+            dist.barrier(device_ids=[self.local_rank])
+        else:
+            dist.barrier()
+
+    def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Mean of ``tensor`` over ranks (a new tensor)."""
+        out = tensor.detach().to(self.device, copy=True)
+        dist.all_reduce(out)
+        return out / self.world_size
+
+    def all_gather_scalars(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``[world_size, *shape]`` stack of every rank's tensor."""
+        local = tensor.detach().to(self.device).contiguous()
+        parts = [torch.empty_like(local) for _ in range(self.world_size)]
+        dist.all_gather(parts, local)
+        return torch.stack(parts)
+
+    # --- full state dicts: safetensors/pt formats ---
+    def model_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """The full model state on rank 0, on CPU (empty on other ranks)."""
+        return get_model_state_dict(model, options=_FULL)
+
+    def load_model_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        """Loads a full model state (strict); each rank keeps its own shard under FSDP."""
+        set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, strict=True))
+
+    def optimizer_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """The full optimizer state keyed by parameter names, on rank 0 (empty elsewhere)."""
+        return get_optimizer_state_dict(model, optimizer, options=_FULL)
+
+    def load_optimizer_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer,
+                                  state: dict[str, Any]) -> None:
+        """Restores a full, name-keyed optimizer state (sharded again under FSDP)."""
+        set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))

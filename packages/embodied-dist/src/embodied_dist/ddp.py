@@ -1,0 +1,144 @@
+"""``--distributed-strategy ddp``: DistributedDataParallel, optionally with a ZeRO-1 optimizer.
+
+Gradients are all-reduced in buckets during backward; ``no_sync`` skips that for every micro-batch of
+an accumulation step but the last, so GA costs one all-reduce per update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_model_state_dict
+from torch.nn.parallel import DistributedDataParallel
+
+from embodied_core.config.training_args import TrainingArgs
+from embodied_core.model_api import ModelOutput
+from embodied_core.strategies.base import OptimizerFactory
+from embodied_dist import zero
+from embodied_dist._base import ProcessGroupStrategy
+
+__all__ = ["DDPStrategy", "build_ddp"]
+
+_LOW_PRECISION = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class _DDP(DistributedDataParallel):
+    """DDP that sees the tensors inside :class:`ModelOutput`.
+
+    With ``find_unused_parameters`` or ``static_graph``, DDP walks the forward output to find the tensors
+    backward will start from; it understands tuples, dicts and dataclasses but not attrs classes, and would
+    mark every parameter unused. The output is handed to DDP as a dict and rebuilt afterwards.
+    """
+
+    def _post_forward(self, output: Any) -> Any:
+        if not isinstance(output, ModelOutput):
+            return super()._post_forward(output)
+        out = super()._post_forward({"loss": output.loss, "metrics": dict(output.metrics)})
+        return ModelOutput(loss=out["loss"], metrics=out["metrics"])
+
+
+class DDPStrategy(ProcessGroupStrategy):
+    """DDP with the ``--ddp-*`` options; ``--zero-optimizer`` shards optimizer state (ZeRO-1).
+
+    Under ZeRO-1 every rank owns the optimizer state of a subset of parameters. Checkpoints store each
+    rank's part under its own name (no consolidation on save: that would broadcast every parameter's
+    state through rank 0); :meth:`consolidated_optimizer_state_dict` and ``embodied checkpoint convert
+    --optimizer`` build the whole optimizer state when it is asked for.
+    """
+
+    def __init__(self, args: TrainingArgs, environ: Any = None) -> None:
+        super().__init__(args, environ)
+        self.optimizer_state_is_sharded = args.zero_optimizer
+
+    @property
+    def master_dtype_split(self) -> bool:
+        """Parameters stored in --dtype with fp32 masters in the ZeRO shards."""
+        return self.args.zero_optimizer and self.args.zero_master_param_dtype == "fp32"
+
+    def wrap_model(self, model: nn.Module) -> nn.Module:
+        """Moves the model to this rank's device (in --dtype with fp32 ZeRO masters) and wraps it in DDP."""
+        model = model.to(self.device)
+        if self.master_dtype_split:
+            model = model.to(_LOW_PRECISION[self.args.dtype])
+        args = self.args
+        options: dict[str, Any] = {
+            "find_unused_parameters": args.ddp_find_unused_parameters,
+            "static_graph": args.ddp_static_graph,
+            "gradient_as_bucket_view": args.ddp_gradient_as_bucket_view,
+        }
+        if args.ddp_bucket_cap_mb is not None:
+            options["bucket_cap_mb"] = args.ddp_bucket_cap_mb
+        if self.device.type == "cuda":
+            options["device_ids"] = [self.local_rank]
+        return _DDP(model, **options)
+
+    def unwrap_model(self, model: nn.Module) -> nn.Module:
+        """The user's module inside DDP."""
+        return model.module if isinstance(model, DistributedDataParallel) else model
+
+    @contextlib.contextmanager
+    def grad_sync(self, model: nn.Module, *, sync: bool) -> Iterator[None]:
+        """All-reduce on the last micro-batch only (``no_sync`` before it)."""
+        if sync or not isinstance(model, DistributedDataParallel):
+            yield
+        else:
+            with model.no_sync():
+                yield
+
+    def build_optimizer(self, param_groups: list[dict[str, Any]], factory: OptimizerFactory) -> torch.optim.Optimizer:
+        """The plugin optimizer, or a ZeroRedundancyOptimizer over it with ``--zero-optimizer``."""
+        if not self.args.zero_optimizer:
+            return factory(param_groups)
+        return zero.build_zero_optimizer(param_groups, factory,
+                                         parameters_as_bucket_view=self.args.zero_parameters_as_bucket_view,
+                                         fp32_master=self.master_dtype_split)
+
+    # --- ZeRO-1 checkpoint state (plain DDP uses the base class) ---
+    def optimizer_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """ZeRO-1: this rank's part keyed by parameter name; plain DDP: the full state on rank 0."""
+        if not self.args.zero_optimizer:
+            return super().optimizer_state_dict(model, optimizer)
+        return zero.local_state_dict(self.unwrap_model(model), optimizer)
+
+    def load_optimizer_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer,
+                                  state: dict[str, Any]) -> None:
+        """Restores what :meth:`optimizer_state_dict` saved on this rank."""
+        if not self.args.zero_optimizer:
+            super().load_optimizer_state_dict(model, optimizer, state)
+            return
+        zero.load_local_state_dict(self.unwrap_model(model), optimizer, state)
+
+    def sharded_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
+        """Name-keyed state for DCP; under ZeRO-1 each rank contributes the optimizer state it owns."""
+        if not self.args.zero_optimizer or optimizer is None:
+            return super().sharded_state_dict(model, optimizer)
+        # With fp32 masters the weights are stored in --dtype and each master rides along in its
+        # parameter's optimizer state, so no precision is lost on resume.
+        return {"model": get_model_state_dict(model),
+                "optim": zero.local_state_dict(self.unwrap_model(model), optimizer)}
+
+    def load_sharded_checkpoint(self, directory: Path, model: nn.Module,
+                                optimizer: torch.optim.Optimizer | None) -> None:
+        """ZeRO-1 reads only the optimizer entries of the parameters this rank owns (any saved topology)."""
+        if not self.args.zero_optimizer or optimizer is None:
+            super().load_sharded_checkpoint(directory, model, optimizer)
+            return
+        zero.load_sharded(directory, self.unwrap_model(model), optimizer,
+                          process_group=self.checkpoint_process_group)
+
+    def consolidated_optimizer_state_dict(self, model: nn.Module,
+                                          optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """The whole optimizer state, name-keyed, on rank 0 (a collective; use for exports, not every save)."""
+        if not self.args.zero_optimizer:
+            return super().optimizer_state_dict(model, optimizer)
+        return zero.consolidate(self.unwrap_model(model), optimizer, rank=self.rank)
+
+
+def build_ddp(args: TrainingArgs) -> DDPStrategy:
+    """Factory of the ``ddp`` strategy."""
+    return DDPStrategy(args)
