@@ -41,7 +41,7 @@ def test_resume_exact_through_cli_with_workers_and_accumulation(tmp_path: Path) 
     """Real processes, DataLoader workers, gradient accumulation, bfloat16 autocast (the default dtype)."""
     common = ["train", "--model-name", "tiny_flow_policy", "--dataset-format", "dummy_datasets",
               "--num-workers", "2", "--gradient-accumulation-steps", "2", "--per-device-batch-size", "3",
-              "--num-samples", "30", "--lr-base", "1e-3", "--lr-warmup-iters", "1", "--lr-decay-iters", "6",
+              "--num-samples", "40", "--lr-base", "1e-3", "--lr-warmup-iters", "1", "--lr-decay-iters", "6",
               "--save-interval", "3"]
     straight, split = tmp_path / "straight", tmp_path / "split"
     for argv in ([*common, "--train-iters", "6", "--output-dir", str(straight)],
