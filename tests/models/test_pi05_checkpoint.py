@@ -64,9 +64,9 @@ def test_last_vlm_layer_outputs_are_frozen():
     model = _tiny()
     frozen = sorted(n for n, p in model.named_parameters() if not p.requires_grad)
     last = f"layers.{model.config.depth - 1}.vlm."
-    assert frozen == sorted([f"{last}self_attn.o_proj.weight", f"{last}post_attention_layernorm.weight",
-                             f"{last}mlp.gate_proj.weight", f"{last}mlp.up_proj.weight",
-                             f"{last}mlp.down_proj.weight", "vlm_norm.weight"])
+    expected = [f"{last}{name}.weight" for name in ("self_attn.q_proj", "self_attn.o_proj", "post_attention_layernorm",
+                                                   "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
+    assert frozen == sorted([*expected, "vlm_norm.weight"])
 
 
 def test_hub_layout_with_model_prefix_tied_head_and_old_names(reference_state, tmp_path):

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from transformers.models.gemma.configuration_gemma import GemmaConfig
-from transformers.models.gemma.modeling_gemma import GemmaAttention, GemmaMLP, GemmaRMSNorm, apply_rotary_pos_emb
+from transformers.models.gemma.modeling_gemma import GemmaAttention, GemmaMLP, GemmaRMSNorm, rotate_half
 
 from embodied_models.pi05.attention import attend
 
@@ -37,6 +37,11 @@ def gemma_config(*, width: int, mlp_dim: int, depth: int, num_heads: int, num_kv
     )
     config._attn_implementation = attn_implementation
     return config
+
+
+def _rope(x_BHLD: torch.Tensor, cos_BLD: torch.Tensor, sin_BLD: torch.Tensor) -> torch.Tensor:
+    """Gemma's rotate-half RoPE (transformers' apply_rotary_pos_emb, for one tensor)."""
+    return x_BHLD * cos_BLD[:, None] + rotate_half(x_BHLD) * sin_BLD[:, None]
 
 
 class AdaRMSNorm(nn.Module):
@@ -152,38 +157,47 @@ class Pi05Layer(nn.Module):
         Returns:
             (prefix out or None, suffix out or None, this call's new keys/values after RoPE).
         """
-        parts = [(self.vlm, prefix_BPW), (self.expert, suffix_BSW)]
-        parts = [(tower, x) for tower, x in parts if x is not None]
+        parts = [(tower, x) for tower, x in ((self.vlm, prefix_BPW), (self.expert, suffix_BSW)) if x is not None]
+        # the last layer's prefix queries feed only the prefix output, which reaches nothing: skip them
+        wants_q = [tower is not self.vlm or prefix_output for tower, _ in parts]
         queries, keys, values, gates = [], [], [], []
-        for tower, x in parts:
+        cos, sin = position_embeddings
+        q_rows = []
+        start = 0
+        for (tower, x), want in zip(parts, wants_q, strict=True):
             normed, gate = tower.pre_attention(x, adarms_cond)
             gates.append(gate)
             shape = (*x.shape[:-1], -1, self.head_dim)
             attn = tower.self_attn
-            queries.append(attn.q_proj(normed).view(shape).transpose(1, 2))
+            if want:
+                queries.append(attn.q_proj(normed).view(shape).transpose(1, 2))
+                q_rows.append((start, start + x.shape[1]))
             keys.append(attn.k_proj(normed).view(shape).transpose(1, 2))
             values.append(attn.v_proj(normed).view(shape).transpose(1, 2))
-        q_BNLD = torch.cat(queries, dim=2)
-        k_BKLD = torch.cat(keys, dim=2)
+            start += x.shape[1]
+        k_BKLD = _rope(torch.cat(keys, dim=2), cos, sin)
         v_BKLD = torch.cat(values, dim=2)
-        cos, sin = position_embeddings
-        q_BNLD, k_BKLD = apply_rotary_pos_emb(q_BNLD, k_BKLD, cos, sin)
         new_kv = KVCache(k_BKLD, v_BKLD)
+        if not queries:
+            return None, None, new_kv
+        q_first, q_last = q_rows[0][0], q_rows[-1][1]  # contiguous: only the leading prefix is ever skipped
+        q_BNQD = _rope(torch.cat(queries, dim=2), cos[:, q_first:q_last], sin[:, q_first:q_last])
         if past is not None:
             k_BKLD = torch.cat([past.key, k_BKLD], dim=2)
             v_BKLD = torch.cat([past.value, v_BKLD], dim=2)
-        out_BLND = attend(q_BNLD, k_BKLD, v_BKLD, attn_bias, scaling=self.head_dim ** -0.5,
+        bias = attn_bias[:, :, q_first:q_last]
+        out_BQND = attend(q_BNQD, k_BKLD, v_BKLD, bias, scaling=self.head_dim ** -0.5,
                           implementation=self.attn_implementation)
-        out_BLH = out_BLND.reshape(*out_BLND.shape[:2], -1)
+        out_BQH = out_BQND.reshape(*out_BQND.shape[:2], -1)
         outputs: list[torch.Tensor | None] = []
         start = 0
-        for (tower, x), gate in zip(parts, gates, strict=True):
-            end = start + x.shape[1]
-            if tower is self.vlm and not prefix_output:
+        for (tower, x), gate, want in zip(parts, gates, wants_q, strict=True):
+            if not want:
                 outputs.append(None)
-            else:
-                attn_out = out_BLH[:, start:end].to(tower.self_attn.o_proj.weight.dtype)
-                outputs.append(tower.post_attention(x, attn_out, gate, adarms_cond))
+                continue
+            end = start + x.shape[1]
+            attn_out = out_BQH[:, start:end].to(tower.self_attn.o_proj.weight.dtype)
+            outputs.append(tower.post_attention(x, attn_out, gate, adarms_cond))
             start = end
         prefix_out = outputs.pop(0) if prefix_BPW is not None else None
         suffix_out = outputs.pop(0) if suffix_BSW is not None else None

@@ -91,11 +91,13 @@ class Pi05Model(nn.Module):
         """Parameters no loss can reach stay in the checkpoint but get requires_grad=False.
 
         After the last joint attention the prefix stream feeds nothing (the actions read only its keys and
-        values), so the last VLM layer's o_proj/MLP/post-norm and the final VLM norm never get gradients;
+        values), so the last VLM layer's q_proj/o_proj/MLP/post-norm and the final VLM norm never get gradients
+        (the layer skips computing them);
         freezing them keeps DDP from waiting for their gradients and the optimizer from holding state.
         """
         last = self.layers[-1].vlm
-        for module in (last.self_attn.o_proj, last.post_attention_layernorm, last.mlp, self.vlm_norm):
+        for module in (last.self_attn.q_proj, last.self_attn.o_proj, last.post_attention_layernorm, last.mlp,
+                       self.vlm_norm):
             module.requires_grad_(False)
 
     # ------------------------------------------------------------------ interface

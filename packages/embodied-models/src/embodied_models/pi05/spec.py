@@ -26,7 +26,7 @@ PI05 = ModelSpec(
 
 PI05_TINY = ModelSpec(
     name="pi05_tiny",
-    description="pi0.5 architecture at CPU size (~2M params, 56 px, built-in tokenizer) for tests and demos",
+    description="pi0.5 architecture at CPU size (~0.18M params, 56 px, built-in tokenizer) for tests and demos",
     factory="embodied_models.pi05.modeling:build_model",
     model_config=Pi05ModelConfig,
     data_config=Pi05DataConfig,
