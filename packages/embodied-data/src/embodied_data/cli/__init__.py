@@ -1,0 +1,118 @@
+"""``embodied data``: inspect, synthesize and summarize datasets (entry point group ``embodied.commands``).
+
+```
+embodied data inspect PATH [--json]          version, episodes, features, codecs in the files, problems
+embodied data synth OUTPUT [--episodes N ...] a small LeRobot v3.0 dataset of a visual reaching task
+embodied data stats PATH [--episodes ...]    per-feature stats and where they come from
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+
+from embodied_core.errors import UsageError
+
+__all__ = ["main"]
+
+
+def _episodes(text: str) -> list[int]:
+    """``"0-3,7"`` -> ``[0, 1, 2, 3, 7]``."""
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            low, _, high = part.strip().partition("-")
+            out.extend(range(int(low), int(high or low) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected episode indices like 0-3,7") from None
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="embodied data", description="Dataset tools.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{inspect,synth,stats}")
+
+    inspect = sub.add_parser("inspect", help="describe a LeRobot dataset and list its problems (exit 1 if any)")
+    inspect.add_argument("path", help="dataset root (the folder holding meta/info.json)")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    synth = sub.add_parser("synth", help="write a small LeRobot v3.0 dataset of a visual reaching task")
+    synth.add_argument("output", help="folder to create (must be empty or absent)")
+    synth.add_argument("--episodes", type=int, default=20, help="number of episodes (default 20)")
+    synth.add_argument("--fps", type=int, default=10, help="frames per second (default 10)")
+    synth.add_argument("--min-length", type=int, default=40, help="shortest episode in frames (default 40)")
+    synth.add_argument("--max-length", type=int, default=60, help="longest episode in frames (default 60)")
+    synth.add_argument("--image-size", type=int, nargs=2, default=(96, 96), metavar=("H", "W"),
+                       help="frame height and width, even (default 96 96)")
+    synth.add_argument("--cameras", nargs="+", default=["front"], choices=["front", "wrist"],
+                       help="camera views: front (whole workspace), wrist (zoom on the arm)")
+    synth.add_argument("--num-tasks", type=int, default=1, choices=[1, 2],
+                       help="1: reach the red target; 2: red or green, named by the task text")
+    synth.add_argument("--episodes-per-file", type=int, default=None,
+                       help="episodes per data/video file (default: all in one)")
+    synth.add_argument("--codec", choices=["h264", "mpeg4"], default=None,
+                       help="video codec (default: h264 when the installed libav can encode it, else mpeg4)")
+    synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    synth.add_argument("--overwrite", action="store_true", help="replace an existing dataset at OUTPUT")
+
+    stats = sub.add_parser("stats", help="per-feature stats of a LeRobot dataset (read, or computed when absent)")
+    stats.add_argument("path", help="dataset root")
+    stats.add_argument("--episodes", type=_episodes, default=None, help="episode subset, e.g. 0-9,12")
+    stats.add_argument("--json", action="store_true", help="print the stats as JSON")
+    return parser
+
+
+def _run_inspect(args: argparse.Namespace) -> int:
+    from embodied_data.cli.inspect import inspect_dataset, render_report
+
+    report = inspect_dataset(args.path)
+    if args.json:
+        print(json.dumps({"path": report.path, "ok": report.ok, **report.facts, "problems": report.problems,
+                          "notes": report.notes}, indent=2))
+    else:
+        print(render_report(report))
+    return 0 if report.ok else 1
+
+
+def _run_synth(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from embodied_data.synth import SynthConfig, write_synthetic_dataset
+
+    config = SynthConfig(num_episodes=args.episodes, fps=args.fps, min_length=args.min_length,
+                         max_length=args.max_length, image_size=tuple(args.image_size), cameras=tuple(args.cameras),
+                         num_tasks=args.num_tasks, episodes_per_file=args.episodes_per_file, codec=args.codec,
+                         seed=args.seed)
+    summary = write_synthetic_dataset(Path(args.output), config, overwrite=args.overwrite)
+    print(f"wrote {summary.root}: LeRobot v3.0, {summary.num_episodes} episodes, {summary.num_frames} frames at "
+          f"{args.fps} fps, cameras {', '.join(summary.cameras)} ({summary.codec}); state/action: 2-D arm position")
+    print(f"check it:  embodied data inspect {summary.root}")
+    return 0
+
+
+def _run_stats(args: argparse.Namespace) -> int:
+    from embodied_data.stats import dataset_stats, stats_to_json
+
+    result = dataset_stats(args.path, episodes=args.episodes)
+    if args.json:
+        print(json.dumps({"stats": stats_to_json(result.stats), "sources": result.sources}, indent=2))
+        return 0
+    for key, stats in result.stats.items():
+        print(f"{key}  ({result.sources[key]})")
+        for name in ("count", "mean", "std", "min", "max", "q01", "q99"):
+            if name in stats:
+                values = stats[name].ravel()
+                shown = ", ".join(f"{v:.6g}" for v in values[:8]) + (", ..." if values.size > 8 else "")
+                print(f"  {name:<5} [{shown}]")
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    """Runs ``embodied data`` with ``argv`` (the arguments after ``data``); returns the exit code."""
+    args = _parser().parse_args(list(argv))
+    runners = {"inspect": _run_inspect, "synth": _run_synth, "stats": _run_stats}
+    if args.command not in runners:
+        raise UsageError(f"unknown sub-command {args.command!r}")
+    return runners[args.command](args)

@@ -1,0 +1,249 @@
+"""``embodied data inspect PATH``: what a LeRobot dataset holds and what is wrong with it.
+
+Reads the metadata (``embodied_data.lerobot.metadata``), the parquet footers (row counts, columns) and
+each video's container header (codec, size, duration, probed with PyAV); decodes nothing. Problems make
+the dataset unusable for some episodes (missing or short files, wrong counts, undeclared columns) and
+give exit code 1; notes are inconsistencies readers tolerate (``video.codec`` in info.json that
+disagrees with the files, absent stats).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from embodied_core.errors import DataError
+
+__all__ = ["InspectReport", "inspect_dataset", "render_report"]
+
+_DEFAULT_COLUMNS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+
+
+@attrs.define
+class InspectReport:
+    """Facts, problems (exit 1) and notes about one dataset."""
+
+    path: str
+    facts: dict[str, Any] = attrs.field(factory=dict)
+    problems: list[str] = attrs.field(factory=list)
+    notes: list[str] = attrs.field(factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+
+def _ranges(values: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    items = sorted(set(values))
+    if not items:
+        return "none"
+    parts, start, prev = [], items[0], items[0]
+    for value in [*items[1:], None]:
+        if value is not None and value == prev + 1:
+            prev = value
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else str(start))
+        if value is not None:
+            start = prev = value
+    return ", ".join(parts)
+
+
+def _probe_video(path: Path) -> dict[str, Any]:
+    import av
+
+    from embodied_data.video.probe import normalize_codec
+
+    with av.open(str(path)) as container:
+        if not container.streams.video:
+            raise DataError(f"{path}: no video stream")
+        stream = container.streams.video[0]
+        if stream.duration is not None:
+            duration = float(stream.duration * stream.time_base)
+        elif container.duration is not None:
+            duration = container.duration / 1_000_000
+        else:
+            duration = None
+        return {"codec": normalize_codec(stream.codec_context.codec.name), "width": stream.codec_context.width,
+                "height": stream.codec_context.height, "duration": duration}
+
+
+def _check_counts(meta: Any, report: InspectReport) -> None:
+    info = meta.info
+    checks = (("total_episodes", len(meta.episodes)), ("total_frames", meta.total_frames),
+              ("total_tasks", len(meta.tasks)))
+    for key, actual in checks:
+        declared = info.get(key)
+        if declared is not None and int(declared) != actual:
+            report.problems.append(f"meta/info.json {key} = {declared}, but the metadata lists {actual}")
+    expected_from = 0
+    for ep in meta.episodes.values():
+        if ep.to_index - ep.from_index != ep.length:
+            report.problems.append(f"episode {ep.index}: index range [{ep.from_index}, {ep.to_index}) does not "
+                                   f"match its length {ep.length}")
+        if ep.from_index != expected_from:
+            report.problems.append(f"episode {ep.index}: starts at global index {ep.from_index}, expected "
+                                   f"{expected_from} (gap or overlap with the previous episode)")
+        expected_from = ep.to_index
+        unknown = [t for t in ep.tasks if t not in meta.tasks.values()]
+        if unknown:
+            report.problems.append(f"episode {ep.index}: task(s) {unknown} are not in the tasks table")
+    for split, episodes in meta.splits.items():
+        outside = [e for e in episodes if e not in meta.episodes]
+        if outside:
+            report.problems.append(f"split {split!r} names episode(s) {_ranges(outside)} that the metadata lacks")
+
+
+def _check_data_files(meta: Any, report: InspectReport) -> None:
+    import pyarrow.parquet as pq
+
+    by_file: dict[Path, list[Any]] = defaultdict(list)
+    for ep in meta.episodes.values():
+        by_file[meta.data_file(ep.index)].append(ep)
+    missing: list[int] = []
+    declared = [k for k, f in meta.features.items() if not f.is_video]
+    for path, episodes in by_file.items():
+        if not path.is_file():
+            missing.extend(ep.index for ep in episodes)
+            continue
+        try:
+            parquet = pq.ParquetFile(path)
+        except Exception as exc:  # pyarrow raises several types for corrupt files
+            report.problems.append(f"{path}: unreadable parquet ({exc})")
+            continue
+        columns = set(parquet.schema_arrow.names)
+        absent = [k for k in declared if k not in columns]
+        if absent:
+            report.problems.append(f"{path}: declared feature column(s) {absent} are absent")
+        expected = sum(ep.length for ep in episodes)
+        if meta.version != "v3.0" and parquet.metadata.num_rows != expected:
+            report.problems.append(f"{path}: {parquet.metadata.num_rows} rows, episode {episodes[0].index} has "
+                                   f"length {expected}")
+        elif meta.version == "v3.0" and parquet.metadata.num_rows < expected:
+            report.problems.append(f"{path}: {parquet.metadata.num_rows} rows, fewer than the {expected} frames of "
+                                   f"episode(s) {_ranges(ep.index for ep in episodes)}")
+    report.facts["data_files"] = {"total": len(by_file), "missing": len(by_file) - sum(p.is_file() for p in by_file)}
+    if missing:
+        report.problems.append(f"data files missing for {len(missing)} episode(s): {_ranges(missing)}")
+
+
+def _check_camera(meta: Any, camera: str, report: InspectReport) -> dict[str, Any]:
+    feature = meta.features[camera]
+    declared_codec = feature.video_info.get("video.codec")
+    by_file: dict[Path, list[Any]] = defaultdict(list)
+    for ep in meta.episodes.values():
+        by_file[meta.video_file(ep.index, camera)].append(ep)
+    missing: list[int] = []
+    codecs: set[str] = set()
+    sizes: set[tuple[int, int]] = set()
+    for path, episodes in by_file.items():
+        if not path.is_file():
+            missing.extend(ep.index for ep in episodes)
+            continue
+        try:
+            probe = _probe_video(path)
+        except Exception as exc:  # PyAV raises FFmpeg errors of many kinds for broken files
+            report.problems.append(f"{camera}: {path} cannot be opened ({exc})")
+            continue
+        codecs.add(probe["codec"])
+        sizes.add((probe["height"], probe["width"]))
+        end = max(meta.video_from_timestamp(ep.index, camera) + (ep.length - 1) / meta.fps for ep in episodes)
+        if probe["duration"] is not None and probe["duration"] + 1.0 / meta.fps < end - 1e-4:
+            report.problems.append(f"{camera}: {path} lasts {probe['duration']:.3f}s, but episode(s) "
+                                   f"{_ranges(ep.index for ep in episodes)} need frames up to {end:.3f}s")
+    if missing:
+        report.problems.append(f"{camera}: video files missing for {len(missing)} episode(s): {_ranges(missing)}")
+    shape = tuple(feature.shape[:2]) if feature.shape and len(feature.shape) >= 2 else None
+    for size in sorted(sizes):
+        if shape is not None and size != shape:
+            report.problems.append(f"{camera}: files are {size[1]}x{size[0]} (WxH), info.json declares "
+                                   f"{shape[1]}x{shape[0]}")
+    if declared_codec and codecs and {declared_codec} != codecs:
+        report.notes.append(f"{camera}: info.json says video.codec {declared_codec!r}, the files are "
+                            f"{', '.join(sorted(codecs))} (readers use the files' codec)")
+    return {"codec_in_files": sorted(codecs), "codec_in_info": declared_codec, "files": len(by_file),
+            "files_missing": len(by_file) - sum(p.is_file() for p in by_file),
+            "episodes_with_video": len(meta.episodes) - len(missing), "shape": list(feature.shape or [])}
+
+
+def _check_stats(meta: Any, report: InspectReport) -> None:
+    try:
+        per_episode = meta.read_episode_stats()
+        stored = meta.read_stats()
+    except DataError as exc:
+        report.problems.append(f"stats unreadable: {exc}")
+        return
+    source = ("meta/episodes stats columns" if meta.version == "v3.0" else "meta/episodes_stats.jsonl") \
+        if per_episode else ("meta/stats.json" if stored else None)
+    report.facts["stats"] = source or "absent"
+    if source is None:
+        report.notes.append("no stats files: they will be computed from the data when a model needs them")
+    elif per_episode:
+        lacking = [e for e in meta.episodes if e not in per_episode]
+        if lacking:
+            report.problems.append(f"{source} has no stats for episode(s) {_ranges(lacking)}")
+
+
+def inspect_dataset(path: str | Path) -> InspectReport:
+    """Inspects the LeRobot dataset at ``path`` (see the module docstring)."""
+    from embodied_data.lerobot.metadata import LeRobotMeta
+
+    report = InspectReport(path=str(path))
+    try:
+        meta = LeRobotMeta.load(path)
+    except DataError as exc:
+        report.problems.append(str(exc))
+        return report
+    report.facts.update({
+        "version": meta.version, "robot_type": meta.robot_type, "fps": meta.fps, "episodes": len(meta.episodes),
+        "frames": meta.total_frames, "tasks": len(meta.tasks),
+        "splits": {name: _ranges(eps) for name, eps in meta.splits.items()},
+        "features": {k: {"dtype": f.dtype, "shape": list(f.shape or [])} for k, f in meta.features.items()
+                     if k not in _DEFAULT_COLUMNS},
+    })
+    _check_counts(meta, report)
+    _check_data_files(meta, report)
+    report.facts["cameras"] = {cam: _check_camera(meta, cam, report) for cam in meta.camera_keys}
+    _check_stats(meta, report)
+    complete = [ep for ep in meta.episodes if meta.data_file(ep).is_file()
+                and all(meta.video_file(ep, cam).is_file() for cam in meta.camera_keys)]
+    report.facts["complete_episodes"] = _ranges(complete)
+    if len(complete) not in (0, len(meta.episodes)):
+        report.notes.append(f"episodes with every file present: {_ranges(complete)} (train on them with "
+                            f"--split {_ranges(complete).replace(' ', '')})")
+    return report
+
+
+def render_report(report: InspectReport) -> str:
+    """Human-readable text of a report."""
+    facts = report.facts
+    lines = [f"dataset: {report.path}"]
+    if "version" in facts:
+        lines.append(f"version: LeRobot {facts['version']}   robot_type: {facts['robot_type']}   fps: {facts['fps']:g}")
+        lines.append(f"episodes: {facts['episodes']}   frames: {facts['frames']}   tasks: {facts['tasks']}   "
+                     f"splits: {', '.join(f'{k}={v}' for k, v in facts['splits'].items()) or 'none'}")
+        data = facts.get("data_files", {})
+        lines.append(f"data files: {data.get('total', 0)} ({data.get('missing', 0)} missing)   "
+                     f"stats: {facts.get('stats', 'unknown')}")
+        lines.append("features:")
+        for key, feature in facts["features"].items():
+            lines.append(f"  {key:<36} {feature['dtype']:<8} {feature['shape']}")
+        lines.append("cameras:")
+        for cam, c in facts.get("cameras", {}).items():
+            codec = ", ".join(c["codec_in_files"]) or "unknown (no readable file)"
+            lines.append(f"  {cam:<36} codec in files: {codec} (info.json: {c['codec_in_info']})   "
+                         f"files: {c['files'] - c['files_missing']}/{c['files']}   "
+                         f"episodes with video: {c['episodes_with_video']}/{facts['episodes']}")
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    if report.problems:
+        lines.append(f"PROBLEMS ({len(report.problems)}):")
+        lines.extend(f"  - {p}" for p in report.problems)
+    else:
+        lines.append("no problems found")
+    return "\n".join(lines)
