@@ -13,6 +13,7 @@ tokens, A max_action_dim, W tower width.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,6 +27,7 @@ from transformers.models.siglip.modeling_siglip import SiglipEncoderLayer, Sigli
 from embodied_core.model_api import ModelOutput
 from embodied_models.pi05.attention import attention_bias, block_mask, position_ids
 from embodied_models.pi05.batch import Pi05PreparedBatch
+from embodied_models.pi05.checkpoint import LoadReport, load_pi05_checkpoint
 from embodied_models.pi05.checks import size_problems
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
 from embodied_models.pi05.gemma_layers import AdaRMSNorm, KVCache, Pi05Layer, gemma_config
@@ -112,6 +114,13 @@ class Pi05Model(nn.Module):
             if param.ndim < 2 or "norm" in name or "embedding" in name or name == "embed_tokens.weight":
                 names.append(name)
         return names
+
+    def load_pretrained_checkpoint(self, path: str | Path, **allow: Any) -> LoadReport:
+        """Loads a lerobot / openpi-PyTorch / own-layout checkpoint through the declared key map (strict).
+
+        ``allow`` takes checkpoint.load_pi05_checkpoint's allow_missing/allow_unexpected/allow_mismatched.
+        """
+        return load_pi05_checkpoint(self, path, **allow)
 
     @torch.no_grad()
     def init_non_persistent_buffers(self) -> None:
