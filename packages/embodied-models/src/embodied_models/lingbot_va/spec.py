@@ -5,7 +5,7 @@ from __future__ import annotations
 from embodied_core.registry.specs import ModelSpec, PluginSpec
 from embodied_models.lingbot_va.config import LingBotVADataConfig, LingBotVAModelConfig
 
-__all__ = ["LINGBOT_VA_LIBERO", "LINGBOT_VA_ROBOTWIN", "LINGBOT_VA_TINY", "LINGBOT_VA_TRAINER"]
+__all__ = ["LINGBOT_VA_LIBERO", "LINGBOT_VA_ROBOTWIN", "LINGBOT_VA_STRATEGY", "LINGBOT_VA_TINY", "LINGBOT_VA_TRAINER"]
 
 _FACTORY = "embodied_models.lingbot_va.modeling:build_model"
 _TRANSFORMS = "embodied_models.lingbot_va.transforms:make_transforms"
@@ -28,3 +28,7 @@ LINGBOT_VA_TINY = _spec("lingbot_va_tiny", "LingBot-VA with a 2-block toy transf
 LINGBOT_VA_TRAINER = PluginSpec(name="lingbot_va",
                                 description="FinetuneTrainer that also seeds and checkpoints the LingBot-VA model's "
                                 "own RNG", factory="embodied_models.lingbot_va.trainer:build_trainer")
+
+LINGBOT_VA_STRATEGY = PluginSpec(name="lingbot_va",
+                                 description="LeRobot actions + cached Wan2.2 VAE latents and UMT5 text embeddings",
+                                 factory="embodied_models.lingbot_va.data:build_strategy")
