@@ -31,7 +31,8 @@ def _base_model(folder: Path) -> Path:
 
     torch.manual_seed(0)
     AutoencoderKLWan(base_dim=8, z_dim=8, dim_mult=[1, 2, 2, 2], num_res_blocks=1,
-                     temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12, patch_size=2, scale_factor_spatial=16,
+                     temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12,
+                     patch_size=2, scale_factor_spatial=16,
                      latents_mean=[0.1] * 8, latents_std=[2.0] * 8).save_pretrained(str(folder / "vae"))
     UMT5EncoderModel(UMT5Config(vocab_size=16, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
                                 relative_attention_num_buckets=8)).save_pretrained(str(folder / "text_encoder"))
