@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,9 @@ class JsonlLogger(MetricsLogger):
         self._file = path.open("a", buffering=1)
 
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
-        self._file.write(json.dumps({"step": step, **metrics}) + "\n")
+        # JSON has no NaN/Infinity: a skipped step's loss is written as null so every line stays valid JSON.
+        record = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+        self._file.write(json.dumps({"step": step, **record}, allow_nan=False) + "\n")
 
     def close(self) -> None:
         self._file.close()

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import logging
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -249,7 +250,14 @@ class BaseTrainer:
         grad_norm = self.strategy.clip_grad_norm(self.model, args.clip_grad)
         applied = self.apply_update(grad_norm, good=good, nan=nan, accum=accum)
         lrs = lrs_by_group(self.optimizer)  # the LRs this update used
-        self.scheduler.step()
+        if applied:
+            self.scheduler.step()
+        else:
+            # The schedule follows the update count even when an update is skipped; torch warns about a
+            # scheduler step without an optimizer step, which is intended here.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+                self.scheduler.step()
         timer.stop()
         self.state.consumed_samples += args.per_device_batch_size * accum * self.strategy.world_size
         return StepRecord(loss_sum=loss_sum, good=good, grad_norm=grad_norm, applied=applied, lrs=lrs,

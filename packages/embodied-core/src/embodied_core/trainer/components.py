@@ -79,6 +79,7 @@ def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy
         multiprocessing_context=args.dataloader_multiprocessing_context,
         seed_workers=args.dataloader_seed_workers,
         pin_memory=strategy.device.type == "cuda",
+        streaming=args.streaming,
     )
 
 

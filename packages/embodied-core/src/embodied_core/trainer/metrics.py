@@ -98,7 +98,7 @@ def _timings(record: StepRecord, strategy: DistributedStrategy, level: int) -> d
 
 
 def reduce_step_metrics(record: StepRecord, *, args: TrainingArgs, strategy: DistributedStrategy,
-                        counters: dict[str, int]) -> dict[str, float]:
+                        counters: dict[str, float]) -> dict[str, float]:
     """The metrics dict of a logging step (``loss``, ``lr``, ``grad_norm``, ``step_time_s``,
     ``samples_per_s``, counters, model metrics, and on detail steps ``time/*``)."""
     names = list(record.model_metrics)
@@ -123,7 +123,7 @@ def reduce_step_metrics(record: StepRecord, *, args: TrainingArgs, strategy: Dis
         "grad_norm": grad_norm,
         "step_time_s": record.step_time_s,
         "samples_per_s": global_batch / record.step_time_s if record.step_time_s > 0 else math.nan,
-        **{k: float(v) for k, v in counters.items()},
+        **counters,
     })
     if len(record.lrs) > 1:
         out.update({f"lr/{name}": lr for name, lr in record.lrs.items()})
