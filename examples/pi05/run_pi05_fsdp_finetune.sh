@@ -18,5 +18,4 @@ source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 pi05_launch "FSDP2" \
     --distributed-strategy fsdp \
     --fsdp-wrap-modules Pi05Layer,SiglipEncoderLayer \
-    --fsdp-reshard-root false \
     -- "$@"
