@@ -234,3 +234,15 @@ def test_dataloader_workers_match_in_process() -> None:
     for i, position in enumerate(positions):
         assert torch.equal(images[i], ds[position]["observation.images.wrist"])
     assert [t for b in batches for t in b["task"]] == [ds[p]["task"] for p in positions]
+
+
+def test_string_columns_stay_python_strings(tmp_path: Path) -> None:
+    root = _copy("lerobot_written/v21", tmp_path)
+    for ep in range(4):
+        path = root / "data" / "chunk-000" / f"episode_{ep:06d}.parquet"
+        table = pq.read_table(path)
+        pq.write_table(table.append_column("note", pa.array([f"e{ep}f{i}" for i in range(table.num_rows)])), path)
+    _edit_info(root, lambda info: info["features"].update(note={"dtype": "string", "shape": [1], "names": None}))
+    ds = LeRobotDataset(root, camera_keys=[], delta_timestamps={"note": [-1 / FPS, 0.0]})
+    assert ds[40]["note"] == ["e1f2", "e1f3"] and ds[37]["note"] == ["e1f0", "e1f0"]
+    assert LeRobotDataset(root, camera_keys=[])[5]["note"] == "e0f5"

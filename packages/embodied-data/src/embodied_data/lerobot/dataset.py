@@ -157,8 +157,13 @@ class LeRobotDataset(Dataset):
         sample: Sample = {}
         for key in self.data_keys:
             offsets = self.offsets.get(key)
-            if offsets is None:
-                sample[key] = torch.tensor(columns[key][row])
+            if columns[key].dtype == object:  # string columns (e.g. language annotations) stay Python values
+                values = columns[key]
+                sample[key] = values[row] if offsets is None else [values[r] for r in query_indices(
+                    row, offsets, start=start, end=end)[0]]
+            elif offsets is None:
+                # np.array copies the row (a view would pin the whole column); faster than torch.tensor
+                sample[key] = torch.from_numpy(np.array(columns[key][row]))
             else:
                 rows, pad = query_indices(row, offsets, start=start, end=end)
                 sample[key] = torch.from_numpy(columns[key][rows])

@@ -43,6 +43,7 @@ def to_frame_offsets(delta_timestamps: Mapping[str, Sequence[float]] | None, *, 
 
 def query_indices(row: int, offsets: np.ndarray, *, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
     """Row positions for ``row + offsets`` clamped to the episode ``[start, end)``, and the pad mask."""
-    wanted = row + offsets
+    wanted = offsets + row
     pad = (wanted < start) | (wanted >= end)
-    return np.clip(wanted, start, end - 1), pad
+    # ufuncs instead of np.clip: np.clip's Python wrapper costs more than the work on these short arrays
+    return np.minimum(np.maximum(wanted, start), end - 1), pad

@@ -10,6 +10,6 @@ LEROBOT_DATASETS = DatasetFormatSpec(
     factory="embodied_data.lerobot.factory:build_dataset",
     requires=("pyarrow",),
     install_hint="pip install pyarrow",
-    uses_flags=("split", "lerobotdataset_version", "dataset_strategy", "video_backend", "robot_type"),
+    uses_flags=("split", "lerobotdataset_version", "dataset_strategy", "video_backend", "robot_type", "streaming"),
     needs_path=True,
 )
