@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -17,12 +18,17 @@ if TYPE_CHECKING:
 __all__ = ["ModelOutput", "PreparedBatch", "TensorBatch", "Transforms", "collate_samples"]
 
 
-@attrs.define
+@dataclasses.dataclass
 class ModelOutput:
-    """What ``model(batch)`` returns. ``metrics`` hold detached tensors; no ``.item()`` inside forward."""
+    """What ``model(batch)`` returns. ``metrics`` hold detached tensors; no ``.item()`` inside forward.
+
+    A dataclass, not attrs: FSDP2 and DDP find the tensors of a module's output by walking dicts,
+    sequences and dataclasses only; they must see ``loss`` to hook backward (re-gather resharded
+    parameters, reduce gradients).
+    """
 
     loss: torch.Tensor
-    metrics: dict[str, torch.Tensor] = attrs.Factory(dict)
+    metrics: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)
 
 
 @runtime_checkable

@@ -52,6 +52,7 @@ class ProcessGroupStrategy(DistributedStrategy):
         self.world_size = self.env.world_size
         self.local_rank = self.env.local_rank
         self._async_group: Any = None
+        self._owns_group = False
 
     def setup(self) -> None:
         """Initializes the default process group; a dedicated gloo group serves ``--async-save``."""
@@ -62,8 +63,9 @@ class ProcessGroupStrategy(DistributedStrategy):
         else:
             self.device = torch.device("cpu")
             backend = "gloo"
-        if not dist.is_initialized():
+        if not dist.is_initialized():  # an embedding program may have initialized it (and then owns it)
             dist.init_process_group(backend=backend, timeout=datetime.timedelta(minutes=30))
+            self._owns_group = True
         if dist.get_world_size() != self.world_size:
             raise UsageError(f"process group has {dist.get_world_size()} ranks but WORLD_SIZE={self.world_size}")
         if self.args.async_save:
@@ -75,11 +77,14 @@ class ProcessGroupStrategy(DistributedStrategy):
                         self.env.num_nodes, backend)
 
     def close(self) -> None:
-        """Flushes pending work (async saves), then destroys the process group."""
+        """Flushes pending work (async saves), then destroys the process group if :meth:`setup` created it."""
         try:
             super().close()
         finally:
-            if dist.is_initialized():
+            if self._async_group is not None and dist.is_initialized():
+                dist.destroy_process_group(self._async_group)
+                self._async_group = None
+            if self._owns_group and dist.is_initialized():
                 dist.destroy_process_group()
 
     @property

@@ -30,9 +30,10 @@ _LOW_PRECISION = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 class _DDP(DistributedDataParallel):
     """DDP that sees the tensors inside :class:`ModelOutput`.
 
-    With ``find_unused_parameters`` or ``static_graph``, DDP walks the forward output to find the tensors
-    backward will start from; it understands tuples, dicts and dataclasses but not attrs classes, and would
-    mark every parameter unused. The output is handed to DDP as a dict and rebuilt afterwards.
+    With ``find_unused_parameters`` or ``static_graph``, DDP finds the tensors backward starts from by
+    walking the forward output, and routes them through its sink with ``torch.utils._pytree``, to which a
+    dataclass is an opaque leaf (the static graph's delayed all-reduce would never run). The output is
+    handed to DDP as a dict and rebuilt afterwards.
     """
 
     def _post_forward(self, output: Any) -> Any:

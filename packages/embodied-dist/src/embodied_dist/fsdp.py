@@ -4,7 +4,7 @@
 Dtypes: sharded parameters (what the optimizer updates) stay fp32 unless ``--fsdp-original-param-dtype``
 says otherwise; the all-gathered compute copy follows ``--fsdp-unsharded-param-dtype`` or ``--dtype``;
 gradients are reduced in ``--fsdp-reduce-dtype``. So ``--dtype bfloat16`` alone means bf16 compute with
-fp32 master parameters and fp32 gradient reduction.
+fp32 master parameters and fp32 gradient reduction. Normalization layers keep fp32 compute weights.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ logger = logging.getLogger("embodied.dist")
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _COMPUTE = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": None}
+_NORMS = (nn.LayerNorm, nn.GroupNorm, nn.RMSNorm, nn.modules.batchnorm._BatchNorm)
 
 
 class FSDPStrategy(ProcessGroupStrategy):
@@ -73,12 +74,31 @@ class FSDPStrategy(ProcessGroupStrategy):
             model = model.to(_DTYPES[args.fsdp_original_param_dtype])
         model = model.to(self.device)
         policy = self.mixed_precision()
+        for _, norm in self._fp32_norms(model, policy, units):
+            fully_shard(norm, mesh=self.mesh, reshard_after_forward=args.fsdp_reshard_default,
+                        mp_policy=MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=policy.reduce_dtype,
+                                                       cast_forward_inputs=False))
         for _, unit in units:
             fully_shard(unit, mesh=self.mesh, reshard_after_forward=args.fsdp_reshard_default, mp_policy=policy)
         fully_shard(model, mesh=self.mesh, reshard_after_forward=args.fsdp_reshard_root, mp_policy=policy)
         if self.is_main:
             logger.info("FSDP units (%d): %s", len(units), ", ".join(n for n, _ in units) or "root only")
         return model
+
+    @staticmethod
+    def _fp32_norms(model: nn.Module, policy: MixedPrecisionPolicy,
+                    units: list[tuple[str, nn.Module]]) -> list[tuple[str, nn.Module]]:
+        """Normalization layers to keep in fp32 when computing in bf16/fp16 (their own small FSDP groups).
+
+        CPU autocast runs norms with whatever dtypes it is given, so an fp32 activation meeting a bf16 norm
+        weight fails; on GPU, autocast would upcast them anyway. FSDP1 exempted batch norms from mixed
+        precision for the same reason.
+        """
+        if policy.param_dtype in (None, torch.float32):
+            return []
+        unit_ids = {id(m) for _, m in units}
+        return [(n, m) for n, m in model.named_modules()
+                if n and isinstance(m, _NORMS) and id(m) not in unit_ids and any(True for _ in m.parameters())]
 
     @contextlib.contextmanager
     def grad_sync(self, model: nn.Module, *, sync: bool) -> Iterator[None]:

@@ -1,0 +1,44 @@
+"""Runs several training configurations in one torchrun launch (``python _worker.py SPEC.json``).
+
+Starting processes dominates the cost of a distributed test on a small CPU, so one launch trains every
+configuration of a test in sequence over one process group (the strategies reuse a group they did not
+create). SPEC.json: ``{"runs": [{"name", "training", "model"?}], "results": path}``; rank 0 writes, per
+run, what the strategy built (mesh shape, wrapper class) to ``results``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch.distributed as dist
+from _det_model import NAME, SPEC  # next to this script: on sys.path when run as a script
+
+from embodied_core import registry
+from embodied_core.trainer.api import Trainer
+
+
+def main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    registry.register("embodied.models", NAME, SPEC)
+    dist.init_process_group("gloo")
+    results = {}
+    try:
+        for run in spec["runs"]:
+            trainer = Trainer({"training": run["training"], "model": run.get("model", {})}).build()
+            trainer.train()
+            mesh = getattr(trainer.strategy, "mesh", None)
+            results[run["name"]] = {"strategy": type(trainer.strategy).__name__,
+                                    "wrapper": type(trainer.model).__name__,
+                                    "optimizer": type(trainer.optimizer).__name__,
+                                    "mesh": list(mesh.shape) if mesh is not None else None}
+        if dist.get_rank() == 0:
+            Path(spec["results"]).write_text(json.dumps(results, indent=2))
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
