@@ -145,6 +145,7 @@ def test_pad_masks_clamp_to_episode() -> None:
 def test_episode_subset_and_splits(tmp_path: Path) -> None:
     ds = LeRobotDataset(WRITTEN / "v30", episodes=[3, 1], camera_keys=[])
     assert ds.episodes == [1, 3] and len(ds) == 52 + 26
+    assert ds.episode_ranges() == [(0, 52), (52, 78)]
     assert int(ds[0]["index"]) == 37 and int(ds[52]["episode_index"]) == 3
     root = _copy("lerobot_written/v21", tmp_path)
     _edit_info(root, lambda info: info.update(splits={"train": "0:3", "val": "3:4"}))

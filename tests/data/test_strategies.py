@@ -43,7 +43,7 @@ def test_format_spec_registered() -> None:
     spec = registry.get_spec(groups.DATASET_FORMATS, "lerobot_datasets")
     assert spec.needs_path
     assert set(spec.uses_flags) == {"split", "lerobotdataset_version", "dataset_strategy", "video_backend",
-                                    "robot_type"}
+                                    "robot_type", "streaming"}
     assert set(registry.names(groups.DATASET_STRATEGIES)) >= {"default", "groot_n1_7"}
     assert registry.load_factory(groups.DATASET_FORMATS, "lerobot_datasets") is build_dataset
 
@@ -172,3 +172,13 @@ def test_robot_type_on_real_datasets(tmp_path: Path) -> None:
     custom = build_dataset(_args(WRITTEN / "v30", robot_type=str(layout)), _synthetic_config(camera_keys=[]))
     assert custom[2]["observation.state"].tolist() == [2 + 3 / 8, 2.0]
     assert custom[2]["action"].shape == (8, 1)
+
+
+def test_check_dataset_reports_before_reading_data() -> None:
+    from embodied_data.lerobot.factory import check_dataset
+
+    config = BaseDataConfig(camera_keys=["image"], state_key="state", action_key="actions")
+    assert check_dataset(_args(DATASETS_DIR / "lingzu_pi05_v30", split="3-6,10-12"), config) == []
+    problems = check_dataset(_args(DATASETS_DIR / "lingzu_pi05_v30"), config)
+    assert len(problems) == 1 and "43 video file(s)" in problems[0] and "episode 0: " in problems[0]
+    assert "is LeRobot v2.1" in check_dataset(_args(WRITTEN / "v21"), _synthetic_config())[0]

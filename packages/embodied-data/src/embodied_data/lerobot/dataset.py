@@ -143,6 +143,11 @@ class LeRobotDataset(Dataset):
     def __len__(self) -> int:
         return len(self.table)
 
+    def episode_ranges(self) -> list[tuple[int, int]]:
+        """``(start, stop)`` positions of each selected episode, in order (read by the streaming loader)."""
+        starts = np.unique(self.table.episode_start)
+        return [(int(s), int(self.table.episode_end[s])) for s in starts]
+
     @property
     def fps(self) -> float:
         """Frames per second of the dataset."""

@@ -10,16 +10,17 @@ partially downloaded datasets, whose ``train`` split names episodes that are not
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.errors import UsageError
-from embodied_data.lerobot.dataset import LeRobotDataset
+from embodied_core.errors import EmbodiedError, UsageError
+from embodied_data.lerobot.dataset import LeRobotDataset, select_episodes
 from embodied_data.lerobot.metadata import LeRobotMeta
 from embodied_data.robots.layouts import match_layout, resolve_layout
 from embodied_data.strategies.base import Compose, make_strategy
 
-__all__ = ["build_dataset", "parse_split"]
+__all__ = ["build_dataset", "check_dataset", "parse_split"]
 
 _EPISODE_LIST = re.compile(r"^\s*\d+(\s*-\s*\d+)?(\s*,\s*\d+(\s*-\s*\d+)?)*\s*$")
 
@@ -38,8 +39,9 @@ def parse_split(meta: LeRobotMeta, split: str) -> tuple[str | None, list[int] | 
     raise UsageError(f"--split {split!r}: not a split of {meta.root}")  # unreachable: the line above raises
 
 
-def build_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> LeRobotDataset:
-    """Builds the LeRobot dataset named by ``--dataset-path`` for the model's DataConfig."""
+def _prepare(args: TrainingArgs, data_config: BaseDataConfig) -> tuple[LeRobotMeta, Any, list[Any], str | None,
+                                                                       list[int] | None]:
+    """Everything decided from metadata alone: meta, strategy plan, transforms, split / episodes."""
     if not args.dataset_path:
         raise UsageError("--dataset-path is required with --dataset-format lerobot_datasets")
     meta = LeRobotMeta.load(args.dataset_path, expected_version=args.lerobotdataset_version)
@@ -50,6 +52,32 @@ def build_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> LeRobotDat
         transforms.append(match_layout(layout, meta, state_key=data_config.state_key,
                                        action_key=data_config.action_key))
     split, episodes = parse_split(meta, args.split)
+    return meta, plan, transforms, split, episodes
+
+
+def check_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> list[str]:
+    """Problems found from metadata and file presence only (no parquet read, no decoding); [] when none.
+
+    Meant for config validation, so that a wrong key, version, split, robot type or a missing video is reported
+    before the model is built.
+    """
+    try:
+        meta, plan, _, split, episodes = _prepare(args, data_config)
+        selected = select_episodes(meta, episodes=episodes, split=split)
+    except EmbodiedError as exc:
+        return [str(exc)]
+    missing = [f"episode {ep}: {meta.video_file(ep, cam)}" for cam in plan.camera_keys
+               if meta.features[cam].is_video for ep in selected if not meta.video_file(ep, cam).exists()]
+    if missing:
+        more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
+        return [f"{meta.root}: {len(missing)} video file(s) of the selected episodes are missing: "
+                f"{'; '.join(missing[:3])}{more}; choose the downloaded episodes with --split, e.g. --split 3-6,10"]
+    return []
+
+
+def build_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> LeRobotDataset:
+    """Builds the LeRobot dataset named by ``--dataset-path`` for the model's DataConfig."""
+    meta, plan, transforms, split, episodes = _prepare(args, data_config)
     return LeRobotDataset(meta.root, meta=meta, split=split, episodes=episodes,
                           delta_timestamps=plan.delta_timestamps, camera_keys=plan.camera_keys,
                           video_backend=args.video_backend,
