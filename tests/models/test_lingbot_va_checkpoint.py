@@ -98,3 +98,30 @@ def test_wan22_conversion_rejects_other_shapes(tmp_path):
     wan.save_pretrained(str(tmp_path / "transformer"))
     with pytest.raises(CheckpointError, match="ffn"):
         convert_wan22_folder(tmp_path, _tiny(), tmp_path / "out")
+
+
+def test_build_model_loads_pretrained_layouts(tmp_path):
+    """model.pretrained_path with the three layouts: LingBot-VA folder, lerobot policy file, raw Wan2.2."""
+    from safetensors.torch import save_file
+
+    from embodied_core.config.resolve import load_config
+    from embodied_models.lingbot_va.modeling import build_model
+
+    source = _tiny(5)
+    save_transformer_folder(source.state_dict(), source.config, tmp_path / "release")
+    (tmp_path / "policy").mkdir()
+    save_file({f"transformer.{k}": v.contiguous() for k, v in source.state_dict().items()},
+              str(tmp_path / "policy" / "model.safetensors"))
+    torch.manual_seed(0)
+    WanTransformer3DModel(**TINY).save_pretrained(str(tmp_path / "wan" / "transformer"))
+    for path, layout in ((tmp_path / "release", "lingbot_va"), (tmp_path / "policy", "lerobot"),
+                         (tmp_path / "wan", "wan22")):
+        config = load_config(training={"model_name": "lingbot_va_tiny"},
+                             model={"pretrained_path": str(path), "pretrained_layout": layout})
+        model = build_model(config.model, config.data)
+        if layout != "wan22":
+            assert torch.equal(model.transformer.state_dict()["blocks.0.attn1.to_q.weight"],
+                               source.state_dict()["blocks.0.attn1.to_q.weight"])
+    config = load_config(training={"model_name": "lingbot_va_tiny"}, model={"pretrained_path": str(tmp_path / "wan")})
+    with pytest.raises(CheckpointError, match="pretrained_layout=wan22"):
+        build_model(config.model, config.data)

@@ -147,3 +147,34 @@ def test_sample_actions_shape_and_determinism(tiny):
     assert first.shape == (2, (data.num_latent_frames - 1) * data.action_per_frame, len(cfg.used_action_channel_ids))
     assert torch.equal(first, again) and torch.isfinite(first).all()
     tiny.train()
+
+
+@pytest.mark.parametrize(("chunk", "window"), [(1, 64), (2, 3), (3, 1)])
+def test_flex_block_mask_equals_dense_mask(chunk, window):
+    """The GPU path's BlockMask and the CPU path's dense mask give the same attention (eager flex on CPU)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from embodied_models.lingbot_va.masks import flex_stream_mask
+
+    layout = StreamLayout(num_frames=5, video_tokens_per_frame=6, action_tokens_per_frame=4)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, layout.num_tokens, 12, generator=gen) for _ in range(3))
+    dense = dense_stream_mask(layout, chunk_size=chunk, window_size=window)
+    block = flex_stream_mask(layout, chunk_size=chunk, window_size=window, device="cpu")
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=dense)
+    torch.testing.assert_close(flex_attention(q, k, v, block_mask=block), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_run_config_checks_name_the_fix():
+    from embodied_core.config.validate import validate_run_config
+    from embodied_core.errors import ConfigError
+
+    config = load_config(training={"model_name": "lingbot_va_tiny", "dataset_path": "/data", "num_workers": 0,
+                                   "trainer_type": "FinetuneTrainer", "dataset_strategy": "default",
+                                   "dtype": "float32"},
+                         data={"action_dim": 5})
+    with pytest.raises(ConfigError) as err:
+        validate_run_config(config, world_size=1)
+    message = str(err.value)
+    assert "--trainer-type lingbot_va" in message and "--dataset-strategy lingbot_va" in message
+    assert "data.action_dim=5" in message

@@ -33,6 +33,7 @@ __all__ = ["KEY_MAPS", "LoadReport", "convert_wan22_state_dict", "load_transform
 WEIGHTS_NAME = "diffusion_pytorch_model.safetensors"
 INDEX_NAME = "diffusion_pytorch_model.safetensors.index.json"
 CONFIG_NAME = "config.json"
+POLICY_WEIGHTS = "model.safetensors"  # lerobot policy folders and our own checkpoints
 
 KEY_MAPS: dict[str, tuple[str, str]] = {
     "lingbot_va": ("", ""),
@@ -107,16 +108,17 @@ def _resolve_folder(path: str | Path) -> Path:
     path = Path(path)
     if (path / "transformer" / CONFIG_NAME).is_file():
         return path / "transformer"
-    if (path / CONFIG_NAME).is_file():
+    if (path / CONFIG_NAME).is_file() or (path / POLICY_WEIGHTS).is_file():
         return path
-    raise CheckpointError(f"{path}: not a diffusers transformer folder (no {CONFIG_NAME} here or in "
+    raise CheckpointError(f"{path}: not a transformer folder (no {CONFIG_NAME} or {POLICY_WEIGHTS} here or in "
                           f"{path / 'transformer'})")
 
 
 def read_diffusers_folder(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
-    """(config, state dict) of a diffusers model folder (single file or sharded with an index)."""
+    """(config, state dict) of a diffusers model folder (single file or sharded with an index), or of a folder
+    with one ``model.safetensors`` (lerobot policy, embodied checkpoint; config may then be empty)."""
     folder = _resolve_folder(path)
-    config = json.loads((folder / CONFIG_NAME).read_text())
+    config = json.loads((folder / CONFIG_NAME).read_text()) if (folder / CONFIG_NAME).is_file() else {}
     if (folder / INDEX_NAME).is_file():
         index = json.loads((folder / INDEX_NAME).read_text())
         state: dict[str, torch.Tensor] = {}
@@ -128,9 +130,10 @@ def read_diffusers_folder(path: str | Path) -> tuple[dict, dict[str, torch.Tenso
         if absent:
             raise CheckpointError(f"{folder}: keys listed in {INDEX_NAME} are in no shard: {sorted(absent)[:5]}")
         return config, state
-    if (folder / WEIGHTS_NAME).is_file():
-        return config, load_file(str(folder / WEIGHTS_NAME))
-    raise CheckpointError(f"{folder}: neither {WEIGHTS_NAME} nor {INDEX_NAME} found")
+    for name in (WEIGHTS_NAME, POLICY_WEIGHTS):
+        if (folder / name).is_file():
+            return config, load_file(str(folder / name))
+    raise CheckpointError(f"{folder}: none of {INDEX_NAME}, {WEIGHTS_NAME}, {POLICY_WEIGHTS} found")
 
 
 def save_transformer_folder(state: Mapping[str, torch.Tensor], config: Mapping, out_dir: str | Path, *,
@@ -176,6 +179,9 @@ def save_transformer_folder(state: Mapping[str, torch.Tensor], config: Mapping, 
 def load_transformer_folder(transformer: nn.Module, path: str | Path, *, layout: str = "lingbot_va") -> LoadReport:
     """Loads a LingBot-VA ``transformer/`` folder (or a folder holding one) with a strict report."""
     _, state = read_diffusers_folder(path)
+    if "patch_embedding.weight" in state and layout != "wan22":
+        raise CheckpointError(f"{path} is a raw Wan2.2 transformer (Conv3d patch_embedding, no action layers); set "
+                              "model.pretrained_layout=wan22 to convert it on load")
     dtype = next(transformer.parameters()).dtype
     mapped = {k: v.to(dtype) for k, v in map_keys(state, layout).items()}
     return load_state_strict(transformer, mapped, source=str(path))

@@ -16,6 +16,7 @@ __all__ = ["ATTENTION_BACKENDS", "CAMERA_LAYOUTS", "LingBotVADataConfig", "LingB
 
 CAMERA_LAYOUTS = ("width_concat", "robotwin_tshape")
 ATTENTION_BACKENDS = ("auto", "sdpa", "flex")
+PRETRAINED_LAYOUTS = ("lingbot_va", "lerobot", "wan22")
 
 # The Wan2.2 VAE turns 4 video frames into one latent frame (the first latent frame holds one frame).
 VAE_TEMPORAL_DOWNSAMPLE = 4
@@ -90,7 +91,10 @@ class LingBotVAModelConfig(BaseModelConfig):
     action_num_inference_steps: int = attrs.field(default=50, validator=_positive)
     """Action denoising steps of ``sample_actions``."""
     pretrained_path: str | None = None
-    """LingBot-VA ``transformer/`` folder (or a folder holding one) loaded with a strict report at build."""
+    """``transformer/`` folder (or a folder holding one) loaded with a strict report when the model is built."""
+    pretrained_layout: str = attrs.field(default="lingbot_va", validator=attrs.validators.in_(PRETRAINED_LAYOUTS))
+    """Layout of ``pretrained_path``: 'lingbot_va' (a LingBot-VA release or our export), 'lerobot' (a lerobot
+    policy folder's transformer), or 'wan22' (a raw Wan2.2-TI2V-5B transformer, converted on load)."""
 
     @property
     def inner_dim(self) -> int:
@@ -189,3 +193,34 @@ class LingBotVADataConfig(BaseDataConfig):
                 problems.append("data.image_size: robotwin_tshape halves the wrist cameras, so both sides must "
                                 f"be multiples of 32 (got {self.image_size})")
         return problems
+
+
+def check_run_config(config: object) -> list[str]:
+    """Rules between the ``model:`` and ``data:`` sections and the training flags of a LingBot-VA run.
+
+    Registered with ``embodied_core.config.validate.add_check`` by :mod:`.spec`, so they are reported with every
+    other config problem, before anything is built.
+    """
+    model, data, training = config.model, config.data, config.training  # type: ignore[attr-defined]
+    if not isinstance(model, LingBotVAModelConfig) or not isinstance(data, LingBotVADataConfig):
+        problems = []
+        if getattr(training, "dataset_strategy", None) == "lingbot_va":
+            problems.append("--dataset-strategy lingbot_va reads LingBot-VA latent caches; use it with --model-name "
+                            "lingbot_va_libero, lingbot_va_robotwin or lingbot_va_tiny")
+        return problems
+    problems = []
+    if len(model.used_action_channel_ids) != data.action_dim:
+        problems.append(f"model.used_action_channel_ids has {len(model.used_action_channel_ids)} channels but "
+                        f"data.action_dim={data.action_dim}: give one model channel per dataset action channel")
+    h, w = data.latent_hw()
+    _, ph, pw = model.patch_size
+    if h % ph or w % pw:
+        problems.append(f"data.image_size {tuple(data.image_size)} gives a {h}x{w} latent image, not divisible by "
+                        f"model.patch_size {tuple(model.patch_size)[1:]}")
+    if training.dataset_format == "lerobot_datasets" and training.dataset_strategy != "lingbot_va":
+        problems.append(f"{training.model_name} trains on cached latents: add --dataset-strategy lingbot_va (and "
+                        "build the cache with `embodied data precompute-latents`)")
+    if training.trainer_type == "FinetuneTrainer":
+        problems.append(f"{training.model_name} draws its noise from its own generator: use --trainer-type lingbot_va "
+                        "so the generator is seeded per rank and checkpointed")
+    return problems

@@ -149,7 +149,13 @@ def build_model(model_config: LingBotVAModelConfig, data_config: LingBotVADataCo
     """Factory of the ``lingbot_va_*`` model specs; loads ``model.pretrained_path`` with a strict report."""
     model = LingBotVAModel(model_config, data_config)
     if model_config.pretrained_path:
-        from embodied_models.lingbot_va.checkpoint import load_transformer_folder
+        from embodied_models.lingbot_va import checkpoint
 
-        load_transformer_folder(model.transformer, model_config.pretrained_path)
+        if model_config.pretrained_layout == "wan22":
+            _, wan_state = checkpoint.read_diffusers_folder(model_config.pretrained_path)
+            state = checkpoint.convert_wan22_state_dict(wan_state, model.transformer)
+            checkpoint.load_state_strict(model.transformer, state, source=model_config.pretrained_path)
+        else:
+            checkpoint.load_transformer_folder(model.transformer, model_config.pretrained_path,
+                                               layout=model_config.pretrained_layout)
     return model

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from embodied_core.config.validate import add_check
 from embodied_core.registry.specs import ModelSpec, PluginSpec
-from embodied_models.lingbot_va.config import LingBotVADataConfig, LingBotVAModelConfig
+from embodied_models.lingbot_va.config import LingBotVADataConfig, LingBotVAModelConfig, check_run_config
 
 __all__ = ["LINGBOT_VA_LIBERO", "LINGBOT_VA_ROBOTWIN", "LINGBOT_VA_STRATEGY", "LINGBOT_VA_TINY", "LINGBOT_VA_TRAINER"]
+
+add_check(check_run_config)
 
 _FACTORY = "embodied_models.lingbot_va.modeling:build_model"
 _TRANSFORMS = "embodied_models.lingbot_va.transforms:make_transforms"
