@@ -116,7 +116,8 @@ class VideoBackend(abc.ABC):
             return handle
         if not os.path.exists(path):
             raise DataError(f"video file {path} does not exist")
-        self.check_codec(path)
+        if self.unsupported_codecs:  # probing costs an extra open: only backends with gaps need it
+            self.check_codec(path)
         handle = self._open(path)
         self._cache[path] = handle
         while len(self._cache) > self.cache_size:
