@@ -15,11 +15,13 @@ it completes, and the next save (or the end of training) waits for it first.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +60,18 @@ def load_dcp_keys(directory: Path, keys: set[str] | None, *, process_group: Any 
 
     Without an initialized process group this reads everything locally (used by ``checkpoint convert``).
     """
-    import warnings
-
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
 
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*process group.*")  # no group is the intended local mode
+    with _single_process_is_intended():
         return _load_state_dict_from_keys(keys, checkpoint_id=str(directory), process_group=process_group)
+
+
+@contextlib.contextmanager
+def _single_process_is_intended() -> Iterator[None]:
+    """Silences DCP's warning that it runs without a process group: one process is a supported mode."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(disabled|unavailable).*uninitialized.*")
+        yield
 
 
 @attrs.define
@@ -120,12 +127,14 @@ class DcpCheckpointWriter:
                 "strategy": type(strategy).__name__, "training_state": self.save_training_state,
                 "async": self.async_save, "versions": embodied_versions()}
         if self.async_save:
-            future = dcp.async_save(state, checkpoint_id=str(tmp / DCP_DIR),
-                                    process_group=strategy.async_checkpoint_process_group)
+            with _single_process_is_intended():
+                future = dcp.async_save(state, checkpoint_id=str(tmp / DCP_DIR),
+                                        process_group=strategy.async_checkpoint_process_group)
             self._pending = _PendingSave(future=future, tmp=tmp, final=final, meta=meta, started=started)
             self.last_blocking_seconds = time.perf_counter() - started
             return final
-        dcp.save(state, checkpoint_id=str(tmp / DCP_DIR), process_group=strategy.checkpoint_process_group)
+        with _single_process_is_intended():
+            dcp.save(state, checkpoint_id=str(tmp / DCP_DIR), process_group=strategy.checkpoint_process_group)
         self.last_blocking_seconds = time.perf_counter() - started
         if strategy.is_main:
             self._commit(_PendingSave(future=None, tmp=tmp, final=final, meta=meta, started=started))
@@ -174,9 +183,10 @@ def _rank_state(directory: Path, keys: set[str], strategy: DistributedStrategy, 
     if saved_world_size != strategy.world_size:
         loader = dict(state["dataloader"])
         # With the cyclic sampler, rank r's first p samples of an epoch are the epoch's first p x W samples;
-        # rescaling p keeps the global position (exact for cyclic, approximate for block).
+        # rescaling p keeps the global position (exact for cyclic, approximate for block). The per-device
+        # batch size may change with the world size (same global batch), so it is not checked here.
         loader["position"] = int(loader["position"]) * saved_world_size // strategy.world_size
-        loader["position"] -= loader["position"] % int(loader["batch_size"])
+        loader.pop("batch_size", None)
         state = {**state, "dataloader": loader}
         if strategy.is_main:
             logger.warning("%s was saved by %d processes and is resumed by %d: model and optimizer are resharded "
@@ -196,7 +206,8 @@ def load_dcp_checkpoint(path: Path, strategy: DistributedStrategy, *, model: nn.
     if not meta.get("training_state") or not any(k.startswith("optim.") for k in keys):
         raise CheckpointError(f"{path} holds weights only (saved with --no-save-training-state); it cannot "
                               "be resumed. Use it as --pretrained-checkpoint instead.")
-    strategy.load_sharded_checkpoint(directory, model, optimizer)
+    with _single_process_is_intended():
+        strategy.load_sharded_checkpoint(directory, model, optimizer)
     scheduler.load_state_dict(torch.load(state_dir / "scheduler.pt", weights_only=True))
     shared_state = json.loads((state_dir / "trainer_state.json").read_text())
     rank_state = _rank_state(directory, keys, strategy, int(meta["world_size"]), path)
