@@ -8,6 +8,6 @@ DUMMY_DATASETS = DatasetFormatSpec(
     name="dummy_datasets",
     description="random samples with the LeRobot keys, shaped from the model's DataConfig",
     factory="embodied_data.formats.dummy:build_dummy_dataset",
-    uses_flags=("num_samples",),
+    uses_flags=("num_samples", "streaming"),
     needs_path=False,
 )
