@@ -129,11 +129,16 @@ def test_strategy_errors_name_the_fix(cache, tmp_path):
 @pytest.mark.timeout(300)
 def test_trainer_forward_backward_and_exact_resume(cache, tmp_path):
     out = tmp_path / "run"
-    Trainer(_config(cache, train_iters=4, save_interval=2, log_interval=1, output_dir=str(out))).train()
+    config = _config(cache, train_iters=4, save_interval=2, log_interval=1, output_dir=str(out))
+    Trainer({**config, "model": {"export_transformer": True}}).train()
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in rows if "loss" in r]
     assert len(losses) == 4 and all(torch.isfinite(torch.tensor(losses)))
     assert {"latent_loss", "action_loss"} <= set(rows[-1])
+    from embodied_models.lingbot_va.transformer import LingBotVATransformer
+
+    exported = LingBotVATransformer.from_pretrained(str(out / "checkpoints" / "step_4" / "transformer"))
+    assert exported.config.num_layers == 2
     resumed = tmp_path / "resumed"
     import shutil
 

@@ -95,6 +95,8 @@ class LingBotVAModelConfig(BaseModelConfig):
     pretrained_layout: str = attrs.field(default="lingbot_va", validator=attrs.validators.in_(PRETRAINED_LAYOUTS))
     """Layout of ``pretrained_path``: 'lingbot_va' (a LingBot-VA release or our export), 'lerobot' (a lerobot
     policy folder's transformer), or 'wan22' (a raw Wan2.2-TI2V-5B transformer, converted on load)."""
+    export_transformer: bool = False
+    """Also write a diffusers ``transformer/`` folder into every checkpoint (trainer ``lingbot_va``)."""
 
     @property
     def inner_dim(self) -> int:

@@ -2,32 +2,46 @@
 
 LingBot-VA draws its noise, timesteps, mask sizes and text dropout inside ``forward`` from its own
 ``torch.Generator`` (never the global RNG), so the draws of a run depend only on ``--seed``, the rank and the
-step, and a resumed run continues the same stream.
+step, and a resumed run continues the same stream. With ``model.export_transformer=true`` every checkpoint also
+gets a diffusers ``transformer/`` folder that ``LingBotVATransformer.from_pretrained`` loads.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-import attrs
 import pluggy
-import torch
 from torch import nn
 
-from embodied_core.checkpoint.layout import TRAINING_STATE_DIR
 from embodied_core.config.run_config import RunConfig
 from embodied_core.registry.specs import ModelSpec
 from embodied_core.trainer.base import FinetuneTrainer
-from embodied_core.trainer.rng import capture_rng_state
 
 __all__ = ["LingBotVATrainer", "build_trainer"]
+
+logger = logging.getLogger("embodied.train")
 
 _RNG_KEY = "model_rng"
 _RANK_SEED_STRIDE = 1_000_003  # keeps the streams of ranks apart for any seed
 
 
+@contextlib.contextmanager
+def _wrapped(obj: Any, name: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
+    # Wraps one bound method for the duration of a base-class call, so the base's save/restore logic is reused
+    # as it evolves instead of being copied here.
+    setattr(obj, name, wrap(getattr(obj, name)))
+    try:
+        yield
+    finally:
+        delattr(obj, name)
+
+
 class LingBotVATrainer(FinetuneTrainer):
-    """Seeds ``model.seed_rng(seed, rank)`` at build and stores ``model.rng_state()`` in each rank's state."""
+    """Seeds the model generator from ``--seed`` and the rank, and keeps its state in each rank's checkpoint."""
 
     def _inner(self) -> nn.Module:
         return self.strategy.unwrap_model(self.model)
@@ -40,22 +54,45 @@ class LingBotVATrainer(FinetuneTrainer):
 
     def restore(self, path: Path) -> None:
         """Restores everything the base trainer restores, then the model's generator."""
-        super().restore(path)
-        rank_file = path / TRAINING_STATE_DIR / f"rank{self.strategy.rank}.pt"
-        state = torch.load(rank_file, weights_only=True)
-        if _RNG_KEY in state:
-            self._inner().set_rng_state(state[_RNG_KEY])
+        def wrap(load: Callable[..., Any]) -> Callable[..., Any]:
+            def load_with_rng(*args: Any, **kwargs: Any) -> Any:
+                rank_state, shared = load(*args, **kwargs)
+                if _RNG_KEY in rank_state:
+                    self._inner().set_rng_state(rank_state[_RNG_KEY])
+                else:
+                    logger.warning("%s holds no LingBot-VA generator state; the model RNG restarts from --seed", path)
+                return rank_state, shared
+            return load_with_rng
+
+        with _wrapped(self.checkpointer, "load", wrap):
+            super().restore(path)
 
     def save_checkpoint(self) -> Path:
-        """Saves the base trainer's checkpoint with the model generator added to the per-rank state."""
-        rank_state = {"rng": capture_rng_state(), "dataloader": self.loader.state_dict(),
-                      _RNG_KEY: self._inner().rng_state()}
-        shared = {"train_state": attrs.asdict(self.state)}
-        path = self.checkpointer.save(self.state.step, model=self.model, optimizer=self.optimizer,
-                                      scheduler=self.scheduler, rank_state=rank_state, shared_state=shared)
-        self.last_checkpoint = path
-        self.hooks.hook.on_save_checkpoint(step=self.state.step, path=str(path))
+        """Saves the base trainer's checkpoint with the model generator added to each rank's state."""
+        def wrap(save: Callable[..., Path]) -> Callable[..., Path]:
+            def save_with_rng(step: int, *, rank_state: dict[str, Any], **kwargs: Any) -> Path:
+                return save(step, rank_state={**rank_state, _RNG_KEY: self._inner().rng_state()}, **kwargs)
+            return save_with_rng
+
+        with _wrapped(self.checkpointer, "save", wrap):
+            path = super().save_checkpoint()
+        if getattr(self.config.model, "export_transformer", False) and self.strategy.is_main:
+            self.export_transformer(path)
         return path
+
+    def export_transformer(self, path: Path) -> None:
+        """Writes ``<checkpoint>/transformer/`` (diffusers layout) from the checkpoint's ``model.safetensors``."""
+        from safetensors.torch import load_file
+
+        from embodied_models.lingbot_va.checkpoint import map_keys, save_transformer_folder
+
+        weights = path / "model.safetensors"
+        if not weights.is_file():
+            logger.warning("model.export_transformer: %s has no model.safetensors (save format %s); convert it "
+                           "with `embodied checkpoint convert` first", path, self.args.save_format)
+            return
+        state = map_keys(load_file(str(weights)), "embodied")
+        save_transformer_folder(state, self._inner().transformer.config, path)
 
 
 def build_trainer(config: RunConfig, *, model_spec: ModelSpec, hooks: pluggy.PluginManager) -> LingBotVATrainer:
