@@ -205,3 +205,23 @@ def test_trainer_resume_is_exact_with_streaming(tmp_path: Any) -> None:
     rank_state = torch.load(split / "checkpoints/step_3/training_state/rank0.pt", weights_only=True)
     assert rank_state["dataloader"]["streaming"] is True
     assert rank_state["dataloader"]["position"] == 12
+
+
+def test_dummy_dataset_stats_and_model_declared_extra_keys() -> None:
+    import attrs
+
+    @attrs.define(kw_only=True)
+    class LatentDataConfig(BaseDataConfig):
+        def dummy_features(self) -> dict[str, tuple[tuple[int, ...], str]]:
+            return {"latents": ((4, 2, 3), "bfloat16"), "token_ids": ((5,), "int64")}
+
+    dataset = DummyDataset(LatentDataConfig(state_dim=3), num_samples=30)
+    sample = dataset[4]
+    assert sample["latents"].shape == (4, 2, 3)
+    assert sample["latents"].dtype == torch.bfloat16
+    assert sample["token_ids"].tolist() == [0] * 5
+    assert torch.equal(dataset[4]["latents"], sample["latents"])
+    stats = dataset.stats
+    assert stats["observation.state"]["mean"].shape == (3,)
+    assert stats["action"]["q01"].shape == (8,)
+    assert (stats["action"]["q01"] > stats["action"]["min"]).all()

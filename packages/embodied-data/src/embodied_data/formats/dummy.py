@@ -3,12 +3,18 @@
 Shapes come from the model's DataConfig: cameras ``[T, C, H, W]`` uint8 (``[C, H, W]`` when
 ``image_history == 1``), ``observation.state`` ``[T, D]`` (``[D]`` when ``state_history == 1``),
 ``action`` ``[H, D]`` with ``action_is_pad``. Sample ``i`` is the same on every call and every process.
+
+Models whose samples carry more than the LeRobot keys (precomputed latents, text embeddings) declare them
+with a DataConfig method ``dummy_features() -> {key: (shape, dtype)}``; those keys get random float values
+(``randn``), zeros for integer dtypes, ``False`` for ``bool``.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 
@@ -31,6 +37,21 @@ class DummyDataset(Dataset):
 
     def __len__(self) -> int:
         return self.num_samples
+
+    @cached_property
+    def stats(self) -> dict[str, dict[str, np.ndarray]]:
+        """Stats of the state and action values, computed from up to 1024 evenly spaced samples (all of them
+        when the dataset is that small), so models that normalize with dataset stats run on dummy data."""
+        from embodied_data.stats import compute_feature_stats
+
+        cfg = self.config
+        positions = np.unique(np.linspace(0, self.num_samples - 1, min(self.num_samples, 1024)).astype(int))
+        values: dict[str, list[np.ndarray]] = {cfg.state_key: [], cfg.action_key: []}
+        for i in positions:
+            sample = self[int(i)]
+            for key, parts in values.items():
+                parts.append(sample[key].reshape(-1, sample[key].shape[-1]).double().numpy())
+        return {key: compute_feature_stats(np.concatenate(parts)) for key, parts in values.items()}
 
     def episode_ranges(self) -> list[tuple[int, int]]:
         """``(start, stop)`` index range of each synthetic episode (read by the streaming loader)."""
@@ -56,6 +77,13 @@ class DummyDataset(Dataset):
             sample[f"{cfg.state_key}_is_pad"] = torch.zeros(cfg.state_history, dtype=torch.bool)
         sample[cfg.action_key] = torch.randn((cfg.action_horizon, cfg.action_dim), generator=gen)
         sample[f"{cfg.action_key}_is_pad"] = torch.zeros(cfg.action_horizon, dtype=torch.bool)
+        extra = getattr(cfg, "dummy_features", None)
+        for key, (shape, dtype) in (extra() if callable(extra) else {}).items():
+            torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+            if torch_dtype.is_floating_point:
+                sample[key] = torch.randn(tuple(shape), generator=gen).to(torch_dtype)
+            else:
+                sample[key] = torch.zeros(tuple(shape), dtype=torch_dtype)
         sample["task"] = _TASKS[episode % len(_TASKS)]
         sample["index"] = torch.tensor(index)
         sample["episode_index"] = torch.tensor(episode)

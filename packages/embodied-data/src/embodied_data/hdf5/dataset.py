@@ -107,6 +107,11 @@ class Hdf5Dataset(Dataset):
     def __len__(self) -> int:
         return self._starts[-1]
 
+    @property
+    def stats(self) -> dict[str, dict[str, np.ndarray]]:
+        """Stats per key (:attr:`Hdf5Meta.stats`), where models look for a dataset's normalization stats."""
+        return self.meta.stats
+
     def episode_ranges(self) -> list[tuple[int, int]]:
         """``(start, stop)`` index range of each episode (read by the streaming loader)."""
         return list(zip(self._starts[:-1], self._starts[1:], strict=True))
