@@ -171,3 +171,19 @@ def test_config_yaml_round_trip(tmp_path: Path) -> None:
     assert again.training.train_iters == 2 and again.model.hidden_dim == 32
     second = Trainer(again).train()
     assert second.last_metrics["loss"] == first.last_metrics["loss"]
+
+
+def test_flag_value_spellings_of_flags_md(layered_model: str) -> None:
+    """``--flag true``/``--flag=false``/``--no-flag``, ``none`` for optional values, tri-state reshard values."""
+    argv = ["--model-name", layered_model, "--resume", "true", "--save-training-state=false", "--no-streaming",
+            "model.hidden_dim=4", "--lr-decay-iters", "none", "--fsdp-reshard-default", "2",
+            "--fsdp-reshard-root=none", "--hsdp-shard-size", "auto", "--model.use-bias", "false"]
+    config = parse_train_argv(argv, environ={})
+    training = config.training
+    assert (training.resume, training.save_training_state, training.streaming) == (True, False, False)
+    assert (training.lr_decay_iters, training.fsdp_reshard_default, training.fsdp_reshard_root) == (None, 2, None)
+    assert training.hsdp_shard_size == "auto"
+    assert (config.model.hidden_dim, config.model.use_bias) == (4, False)  # the bool flag did not eat the dotlist
+    for spelling, expected in (("true", True), ("False", False), ("none", None)):
+        config = parse_train_argv(["--model-name", layered_model, "--fsdp-reshard-default", spelling], environ={})
+        assert config.training.fsdp_reshard_default is expected

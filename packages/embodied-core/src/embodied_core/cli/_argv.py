@@ -9,7 +9,10 @@ import attrs
 
 from embodied_core.config.layers import is_dotlist_item
 
-__all__ = ["boolean_flags", "scan_value", "split_argv", "wants_help"]
+__all__ = ["boolean_flags", "normalize_values", "scan_value", "split_argv", "value_kinds", "wants_help"]
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
 
 
 def _is_bool_type(tp: Any) -> bool:
@@ -27,6 +30,63 @@ def boolean_flags(cls: type, prefix: str = "") -> set[str]:
         elif attrs.has(field.type):
             flags |= boolean_flags(field.type, prefix=f"{name}.")
     return flags
+
+
+def value_kinds(cls: type, prefix: str = "") -> dict[str, str]:
+    """Flags whose textual values get normalized: ``"bool"`` (pure bool), ``"tristate"`` (bool/int/None
+    unions such as ``--fsdp-reshard-default``) and ``"optional"`` (``X | None`` with X not str)."""
+    kinds: dict[str, str] = {}
+    for field in attrs.fields(attrs.resolve_types(cls)):
+        name = f"--{prefix}{field.name.replace('_', '-')}"
+        args = get_args(field.type)
+        if _is_bool_type(field.type):
+            kinds[name] = "bool"
+        elif bool in args:
+            kinds[name] = "tristate"
+        elif type(None) in args and str not in args:
+            kinds[name] = "optional"
+        elif attrs.has(field.type):
+            kinds.update(value_kinds(field.type, prefix=f"{prefix}{field.name.replace('_', '-')}."))
+    return kinds
+
+
+def _normalize_one(flag: str, value: str, kind: str) -> list[str]:
+    low = value.strip().lower()
+    if kind == "bool" and low in _TRUE | _FALSE:
+        head, _, leaf = flag[2:].rpartition(".")
+        negative = f"--{head + '.' if head else ''}no-{leaf}"
+        return [flag if low in _TRUE else negative]
+    if kind == "tristate" and low in ("true", "false", "none"):
+        return [flag, low.capitalize()]
+    if kind == "optional" and low in ("none", "null"):
+        return [flag, "None"]
+    return [flag, value]
+
+
+def _takes_next(kind: str, token: str) -> bool:
+    # A pure bool flag takes the next token only when it spells a boolean (`--resume true`), so
+    # `--resume model.x=1` still means "resume" followed by a dotlist item.
+    return kind != "bool" or token.strip().lower() in _TRUE | _FALSE
+
+
+def normalize_values(flags: Sequence[str], kinds: dict[str, str]) -> list[str]:
+    """Accepts the spellings of FLAGS.md: ``--resume true`` / ``--resume=false`` become ``--resume`` /
+    ``--no-resume``; ``--fsdp-reshard-default none`` becomes ``None``; ``--lr-decay-iters none`` -> ``None``."""
+    out: list[str] = []
+    i = 0
+    while i < len(flags):
+        token = flags[i]
+        name, eq, inline = token.partition("=")
+        kind = kinds.get(name)
+        if kind and eq:
+            out += _normalize_one(name, inline, kind)
+        elif kind and i + 1 < len(flags) and _takes_next(kind, flags[i + 1]):
+            out += _normalize_one(name, flags[i + 1], kind)
+            i += 1
+        else:
+            out.append(token)
+        i += 1
+    return out
 
 
 def split_argv(argv: Sequence[str], bool_flags: set[str]) -> tuple[list[str], list[str]]:

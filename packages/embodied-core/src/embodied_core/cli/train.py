@@ -18,7 +18,7 @@ import attrs
 import tyro
 
 from embodied_core import registry
-from embodied_core.cli._argv import boolean_flags, scan_value, split_argv, wants_help
+from embodied_core.cli._argv import boolean_flags, normalize_values, scan_value, split_argv, value_kinds, wants_help
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.registry.groups import MODELS
 
@@ -69,7 +69,8 @@ def parse_train_argv(argv: Sequence[str], *, environ: dict[str, str] | None = No
     flags, dotlist = split_argv(argv, boolean_flags(TrainingArgs))
     if wants_help(flags) and not _model_selected(flags, dotlist, environ):
         with attrs.validators.disabled():
-            tyro.cli(TrainingArgs, args=flags, prog=_PROG, description=_description())
+            tyro.cli(TrainingArgs, args=normalize_values(flags, value_kinds(TrainingArgs)), prog=_PROG,
+                     description=_description())
 
     from embodied_core.config.resolve import merged_layers, structure_sections
 
@@ -77,7 +78,13 @@ def parse_train_argv(argv: Sequence[str], *, environ: dict[str, str] | None = No
                                  model_name=scan_value(flags, "--model-name"), overrides=dotlist, environ=environ)
     base = structure_sections(merged, spec, source="defaults, YAML, environment and dotlist")
     cli_cls = _cli_class(spec.model_config, spec.data_config)
-    flags, dotlist = split_argv(argv, boolean_flags(cli_cls))
+    bools = boolean_flags(TrainingArgs) | boolean_flags(spec.model_config, "model.") | \
+        boolean_flags(spec.data_config, "data.")
+    flags, dotlist = split_argv(argv, bools)
+    kinds = value_kinds(TrainingArgs)
+    kinds.update(value_kinds(spec.model_config, "model."))
+    kinds.update(value_kinds(spec.data_config, "data."))
+    flags = normalize_values(flags, kinds)
     default = cli_cls(training=base.training, model=base.model, data=base.data)
     with attrs.validators.disabled():  # validators run below, all problems at once
         parsed = tyro.cli(cli_cls, args=flags, default=default, prog=_PROG, description=_description())
