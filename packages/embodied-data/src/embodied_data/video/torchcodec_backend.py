@@ -50,4 +50,4 @@ class TorchCodecBackend(VideoBackend):
             batch = handle.get_frames_at(indices=indices)
         except (RuntimeError, IndexError) as exc:
             raise self.unsupported(path, f"torchcodec failed to decode frames {indices} ({exc})") from None
-        return batch.data, [float(p) for p in batch.pts_seconds]
+        return batch.data, batch.pts_seconds.tolist()
