@@ -20,7 +20,16 @@ NAME = "tiny_flow_det"
 
 
 class TinyFlowDet(TinyFlowPolicy):
-    """Same network and loss; noise and t depend only on the sample index."""
+    """Same network and loss; noise and t depend only on the sample index.
+
+    Observations are normalized in the norm's own dtype, so the model also trains with bf16 parameters
+    (``--zero-master-param-dtype fp32``): CPU autocast does not upcast layer_norm the way CUDA's does.
+    """
+
+    def encode(self, batch: dict[str, Any]) -> torch.Tensor:
+        features = [self.encoder(batch[key].float() / 127.5 - 1.0) for key in self.data.camera_keys]
+        obs = torch.cat([*features, batch[self.data.state_key].float()], dim=-1)
+        return self.obs_norm(obs.to(self.obs_norm.weight.dtype))
 
     def forward(self, batch: dict[str, Any]) -> ModelOutput:
         actions = batch[self.data.action_key].float()

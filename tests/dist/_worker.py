@@ -32,7 +32,8 @@ def main(spec_path: str) -> int:
             results[run["name"]] = {"strategy": type(trainer.strategy).__name__,
                                     "wrapper": type(trainer.model).__name__,
                                     "optimizer": type(trainer.optimizer).__name__,
-                                    "mesh": list(mesh.shape) if mesh is not None else None}
+                                    "mesh": list(mesh.shape) if mesh is not None else None,
+                                    "param_dtypes": sorted({str(p.dtype) for p in trainer.model.parameters()})}
         if dist.get_rank() == 0:
             Path(spec["results"]).write_text(json.dumps(results, indent=2))
     finally:

@@ -32,6 +32,8 @@ RUNS: dict[str, tuple[dict, str]] = {
     "fsdp_ga_last": ({"distributed_strategy": "fsdp", "gradient_accumulation_steps": 2,
                       "fsdp_reduce_every_microbatch": False}, "ref_ga"),
     "fsdp_bf16": ({"distributed_strategy": "fsdp", "dtype": "bfloat16"}, "ref_bf16"),
+    "zero_fp32_master": ({"distributed_strategy": "ddp", "zero_optimizer": True, "zero_master_param_dtype": "fp32",
+                          "dtype": "bfloat16"}, "ref_bf16"),
 }
 REFERENCES = {"ref": {"per_device_batch_size": 8}, "ref_ga": {"per_device_batch_size": 8,
                                                                "gradient_accumulation_steps": 2},
@@ -84,3 +86,5 @@ def test_strategies_built_what_was_asked(parity: tuple[Path, dict]) -> None:
     assert info["ddp"]["wrapper"] == "_DDP"
     assert info["fsdp_reshard"]["mesh"] == [2]
     assert info["fsdp_bf16"]["wrapper"].startswith("FSDP")
+    assert info["fsdp_bf16"]["param_dtypes"] == ["torch.float32"]  # fp32 masters by default with bf16 compute
+    assert info["zero_fp32_master"]["param_dtypes"] == ["torch.bfloat16"]  # stored in --dtype, masters in ZeRO

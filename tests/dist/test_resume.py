@@ -22,6 +22,8 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 CONFIGS = {
     "ddp": {"distributed_strategy": "ddp", "save_format": "dcp"},
     "zero": {"distributed_strategy": "ddp", "zero_optimizer": True, "save_format": "dcp"},
+    "zero_fp32_master": {"distributed_strategy": "ddp", "zero_optimizer": True, "zero_master_param_dtype": "fp32",
+                         "dtype": "bfloat16", "save_format": "dcp"},
     "fsdp": {"distributed_strategy": "fsdp", "save_format": "dcp"},
     "fsdp_async": {"distributed_strategy": "fsdp", "save_format": "dcp", "async_save": True},
     "fsdp_safetensors": {"distributed_strategy": "fsdp", "save_format": "safetensors"},
