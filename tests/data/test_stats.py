@@ -148,3 +148,39 @@ def test_normalizer_from_dataset_stats() -> None:
         Normalizer({"action": {"mean": np.zeros(4)}}, {"action": "quantile"})
     with pytest.raises(ValueError, match="unknown normalization mode"):
         Normalizer(stats, {"action": "zscore"})
+
+
+def test_image_features_stored_in_the_parquet(tmp_path: Path) -> None:
+    """dtype ``image`` cameras (PNG bytes in the data parquet) get stats from sampled rows."""
+    import io
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    root = tmp_path / "v21"
+    shutil.copytree(WRITTEN / "v21", root)
+    (root / "meta/episodes_stats.jsonl").unlink()
+    info = json.loads((root / "meta/info.json").read_text())
+    info["features"]["observation.images.top"] = {"dtype": "image", "shape": [4, 4, 3],
+                                                  "names": ["height", "width", "channel"]}
+    (root / "meta/info.json").write_text(json.dumps(info))
+
+    def png(value: int) -> bytes:
+        buffer = io.BytesIO()
+        Image.fromarray(np.full((4, 4, 3), value, dtype=np.uint8)).save(buffer, format="PNG")
+        return buffer.getvalue()
+
+    for file in sorted((root / "data").glob("**/*.parquet")):
+        table = pq.read_table(file)
+        frames = table.column("frame_index").to_pylist()
+        cells = pa.array([{"bytes": png(3 * f), "path": None} for f in frames],
+                         type=pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+        pq.write_table(table.append_column("observation.images.top", cells), file)
+    result = dataset_stats(root, episodes=[1], frames_per_episode=52)
+    top = result.stats["observation.images.top"]
+    expected = np.arange(52) * 3 / 255
+    np.testing.assert_allclose(top["mean"].ravel(), [expected.mean()] * 3)
+    np.testing.assert_allclose(top["q99"].ravel(), [np.quantile(np.repeat(expected, 16), 0.99)] * 3)  # 4x4 pixels
+    assert result.sources["observation.images.top"].startswith("computed from")
