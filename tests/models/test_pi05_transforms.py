@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -125,16 +127,25 @@ def test_stats_computed_from_samples_when_the_dataset_has_none():
     assert low[0].item() == pytest.approx(1.0)  # q01 of 0..100
 
 
-def test_local_hugging_face_tokenizer_directory(tmp_path):
+WORDS = ["<pad>", "<eos>", "<bos>", "<unk>", "Task", ":", "pick", "up", "the", "cube", ",", "State", ";", "Action",
+         "push", "block", "to", "goal", *[str(i) for i in range(256)]]
+
+
+def _write_tokenizer(folder):
+    """A small word-level Hugging Face tokenizer directory (no download)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    words = ["<pad>", "<eos>", "<bos>", "<unk>", "Task", ":", "pick", "up", "the", "cube", ",", "State", ";",
-             "Action", *[str(i) for i in range(256)]]
-    inner = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    inner = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
     inner.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=inner, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>",
-                            unk_token="<unk>").save_pretrained(tmp_path)
+                            unk_token="<unk>").save_pretrained(folder)
+    return folder
+
+
+def test_local_hugging_face_tokenizer_directory(tmp_path):
+    words = WORDS
+    _write_tokenizer(tmp_path)
     model_cfg, data_cfg = _configs(tokenizer_path=str(tmp_path))
     transform = make_transforms(model_cfg, data_cfg, _StatsDataset([_sample()], STATS)).sample_transform
     out = transform(_sample())
@@ -144,7 +155,8 @@ def test_local_hugging_face_tokenizer_directory(tmp_path):
     assert ids.count(words.index("128")) == model_cfg.max_state_dim - 2
 
 
-def test_validation_names_the_fix():
+def test_validation_names_the_fix(monkeypatch):
+    monkeypatch.delenv("TOKENIZER_PATH", raising=False)
     config = load_config("pi05", training={"dataset_format": "dummy_datasets"}, data={"action_dim": 40},
                          environ={})
     with pytest.raises(ConfigError) as info:
@@ -152,3 +164,18 @@ def test_validation_names_the_fix():
     message = str(info.value)
     assert "set model.max_action_dim=40" in message
     assert "--tokenizer-path" in message
+
+
+def test_tokenizer_path_flag_through_the_trainer(tmp_path, monkeypatch):
+    from embodied_core import Trainer
+
+    monkeypatch.setenv("TOKENIZER_PATH", "")  # restored after the test: Trainer exports --tokenizer-path
+    folder = _write_tokenizer(tmp_path / "tok")
+    result = Trainer({"training": {
+        "model_name": "pi05_tiny", "dataset_format": "dummy_datasets", "train_iters": 1, "dtype": "float32",
+        "per_device_batch_size": 2, "num_workers": 0, "output_dir": str(tmp_path / "run"), "save_interval": 0,
+        "lr_warmup_iters": 0, "tokenizer_path": str(folder)}}).train()
+    assert result.step == 1
+    assert os.environ["TOKENIZER_PATH"] == str(folder)
+    with pytest.raises(ConfigError, match="not a directory"):
+        make_transforms(*_configs(tokenizer_path=str(tmp_path / "missing")), _StatsDataset([_sample()], STATS))
