@@ -158,3 +158,20 @@ def test_inspect_not_a_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] is False
     assert "info.json" in out["problems"][0]
+
+
+def test_inspect_hdf5_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import h5py
+
+    for episode, length in ((0, 4), (1, 6)):
+        with h5py.File(tmp_path / f"episode_{episode}.hdf5", "w") as f:
+            f.create_dataset("action", data=np.zeros((length, 14), dtype=np.float32))
+            f.create_dataset("observations/qpos", data=np.zeros((length, 14), dtype=np.float32))
+            f.create_dataset("observations/images/cam_high", data=np.zeros((length, 8, 8, 3), dtype=np.uint8))
+    assert main(["inspect", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "format: HDF5 (aloha)   fps: 50   episodes: 2   frames: 10" in out
+    assert "observation.images.cam_high" in out
+    (tmp_path / "episode_1.hdf5").write_bytes(b"not hdf5")
+    assert main(["inspect", str(tmp_path)]) == 1
+    assert "cannot open" in capsys.readouterr().out

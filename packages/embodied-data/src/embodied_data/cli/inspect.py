@@ -1,5 +1,7 @@
 """``embodied data inspect PATH``: what a LeRobot dataset holds and what is wrong with it.
 
+An HDF5 file or folder (robomimic / ALOHA) gets a shorter report: layout, episodes, frames and keys.
+
 Reads the metadata (``embodied_data.lerobot.metadata``), the parquet footers (row counts, columns) and
 each video's container header (codec, size, duration, probed with PyAV); decodes nothing. Problems make
 the dataset unusable for some episodes (missing or short files, wrong counts, undeclared columns) and
@@ -189,11 +191,37 @@ def _check_stats(meta: Any, report: InspectReport) -> None:
             report.problems.append(f"{source} has no stats for episode(s) {_ranges(lacking)}")
 
 
+def _is_hdf5(path: Path) -> bool:
+    suffixes = (".hdf5", ".h5", ".hdf")
+    if path.is_file():
+        return path.suffix in suffixes
+    return path.is_dir() and not (path / "meta").is_dir() and any(p.suffix in suffixes for p in path.iterdir())
+
+
+def _inspect_hdf5(path: Path, report: InspectReport) -> InspectReport:
+    from embodied_data.hdf5.layouts import scan_hdf5
+
+    try:
+        index = scan_hdf5(path)
+    except DataError as exc:
+        report.problems.append(str(exc))
+        return report
+    report.facts.update({
+        "format": f"HDF5 ({index.layout})", "fps": index.fps, "episodes": len(index.episodes),
+        "frames": sum(ep.length for ep in index.episodes), "tasks": len({ep.task for ep in index.episodes}),
+        "features": {k: {"dtype": "jpeg" if s.kind == "jpeg" else ("image" if s.kind == "image" else "float"),
+                         "shape": list(s.shape)} for k, s in index.features.items()},
+    })
+    return report
+
+
 def inspect_dataset(path: str | Path) -> InspectReport:
-    """Inspects the LeRobot dataset at ``path`` (see the module docstring)."""
+    """Inspects the LeRobot dataset (or HDF5 file/folder) at ``path`` (see the module docstring)."""
     from embodied_data.lerobot.metadata import LeRobotMeta
 
     report = InspectReport(path=str(path))
+    if _is_hdf5(Path(path)):
+        return _inspect_hdf5(Path(path), report)
     try:
         meta = LeRobotMeta.load(path)
     except DataError as exc:
@@ -223,6 +251,11 @@ def render_report(report: InspectReport) -> str:
     """Human-readable text of a report."""
     facts = report.facts
     lines = [f"dataset: {report.path}"]
+    if "format" in facts:  # HDF5
+        lines.append(f"format: {facts['format']}   fps: {facts['fps']:g}   episodes: {facts['episodes']}   "
+                     f"frames: {facts['frames']}   tasks: {facts['tasks']}")
+        lines.append("features:")
+        lines.extend(f"  {key:<36} {f['dtype']:<8} {f['shape']}" for key, f in facts["features"].items())
     if "version" in facts:
         lines.append(f"version: LeRobot {facts['version']}   robot_type: {facts['robot_type']}   fps: {facts['fps']:g}")
         lines.append(f"episodes: {facts['episodes']}   frames: {facts['frames']}   tasks: {facts['tasks']}   "
