@@ -138,3 +138,28 @@ def test_missing_location_is_a_clear_error(tmp_path):
         load_pi05_checkpoint(_tiny(), tmp_path / "nope")
     with pytest.raises(CheckpointError, match=r"found no model\.safetensors"):
         load_pi05_checkpoint(_tiny(), tmp_path)
+
+
+def test_meta_build_then_load_restores_buffers():
+    model_cfg, data_cfg = _configs(FIXTURE, "eager")
+    with torch.device("meta"):
+        model = Pi05Model(model_cfg, data_cfg)
+    model.to_empty(device="cpu")
+    model.init_non_persistent_buffers()
+    assert load_pi05_checkpoint(model, FIXTURE / "model.safetensors").ok
+    reference = _tiny()
+    load_pi05_checkpoint(reference, FIXTURE / "model.safetensors")
+    for (name, ours), (_, theirs) in zip(model.named_buffers(), reference.named_buffers(), strict=True):
+        assert torch.equal(ours, theirs), name
+
+
+def test_interface_lists():
+    model = _tiny()
+    units = model.fsdp_units()
+    assert {cls.__name__ for cls in units} == {"Pi05Layer", "SiglipEncoderLayer"}
+    no_decay = set(model.no_weight_decay())
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert no_decay <= trainable
+    assert {"embed_tokens.weight", "action_in_proj.bias", "layers.0.vlm.input_layernorm.weight",
+            "vision_tower.embeddings.position_embedding.weight"} <= no_decay
+    assert "layers.0.vlm.self_attn.q_proj.weight" not in no_decay

@@ -108,9 +108,11 @@ class Pi05Model(nn.Module):
         return (Pi05Layer, SiglipEncoderLayer)
 
     def no_weight_decay(self) -> list[str]:
-        """Parameter names exempt from weight decay: biases, norm scales, position/token embeddings."""
+        """Trainable parameter names exempt from weight decay: biases, norm scales, position/token embeddings."""
         names = []
         for name, param in self.named_parameters():
+            if not param.requires_grad:
+                continue
             if param.ndim < 2 or "norm" in name or "embedding" in name or name == "embed_tokens.weight":
                 names.append(name)
         return names
