@@ -25,7 +25,7 @@ from torch.utils.data import Dataset
 from embodied_core.errors import DataError, UsageError
 from embodied_data.lerobot.deltas import query_indices, to_frame_offsets
 from embodied_data.lerobot.features import DEFAULT_COLUMNS
-from embodied_data.lerobot.metadata import LeRobotMeta, _ranges
+from embodied_data.lerobot.metadata import LeRobotMeta, format_ranges
 from embodied_data.lerobot.table import EpisodeTable, load_table
 from embodied_data.video.backends import make_backend
 from embodied_data.video.base import VideoBackend
@@ -45,11 +45,11 @@ def select_episodes(meta: LeRobotMeta, *, episodes: Sequence[int] | None, split:
         return sorted(in_split)
     unknown = sorted(set(episodes) - set(meta.episodes))
     if unknown:
-        raise UsageError(f"episodes {unknown} are not in {meta.root} (episodes {_ranges(meta.episodes)})")
+        raise UsageError(f"episodes {unknown} are not in {meta.root} (episodes {format_ranges(meta.episodes)})")
     outside = sorted(set(episodes) - set(in_split))
     if outside:
         raise UsageError(f"episodes {outside} are not in split {split!r} of {meta.root} "
-                         f"(split episodes {_ranges(in_split)})")
+                         f"(split episodes {format_ranges(in_split)})")
     return sorted(set(episodes))
 
 
@@ -207,7 +207,7 @@ class LeRobotDataset(Dataset):
 
     def __repr__(self) -> str:
         return (f"LeRobotDataset({str(self.root)!r}, version={self.meta.version}, frames={len(self)}, "
-                f"episodes={_ranges(self.episodes)}, cameras={self.camera_keys}, "
+                f"episodes={format_ranges(self.episodes)}, cameras={self.camera_keys}, "
                 f"backend={getattr(self.backend, 'name', type(self.backend).__name__)})")
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from embodied_core.errors import DataError, UsageError, did_you_mean
 from embodied_data.lerobot.features import SUPPORTED_VERSIONS, FeatureInfo, parse_features, parse_splits
 
-__all__ = ["EpisodeInfo", "LeRobotMeta", "VideoSegment", "read_version"]
+__all__ = ["EpisodeInfo", "LeRobotMeta", "VideoSegment", "format_ranges", "read_version"]
 
 
 @attrs.frozen(kw_only=True)
@@ -212,7 +212,7 @@ class LeRobotMeta:
             return self.episodes[episode]
         except KeyError:
             raise DataError(f"{self.root}: episode {episode} is not in the metadata "
-                            f"(episodes {_ranges(self.episodes)})") from None
+                            f"(episodes {format_ranges(self.episodes)})") from None
 
     # ------------------------------------------------------------------ stats
     def read_stats(self) -> dict[str, dict[str, np.ndarray]] | None:
@@ -232,7 +232,7 @@ class LeRobotMeta:
         return {int(row["episode_index"]): _stats_arrays(row["stats"]) for row in _read_jsonl(path)}
 
 
-def _ranges(indices: Any) -> str:
+def format_ranges(indices: Any) -> str:
     """``[0,1,2,5,6]`` -> ``"0-2, 5-6"`` (for error messages)."""
     values = sorted(indices)
     if not values:

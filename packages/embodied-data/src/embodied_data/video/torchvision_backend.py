@@ -31,11 +31,15 @@ class TorchvisionAVBackend(VideoBackend):
                     "removed in 0.26)")
         return None
 
-    def _open(self, path: str) -> Any:
+    def __init__(self, *, cache_size: int = 8) -> None:
+        super().__init__(cache_size=cache_size)
         reason = self.available()
-        if reason is not None:
-            raise UnsupportedVideoError(f"video backend 'torchvision_av' cannot decode {path}: {reason}; use "
-                                        f"--video-backend {' or '.join(backends_that_can_decode('h264'))}")
+        if reason is not None:  # refuse at construction: before training starts, not at the first video
+            others = [b for b in backends_that_can_decode(None) if b != self.name]
+            raise UnsupportedVideoError(f"video backend 'torchvision_av' cannot decode videos: {reason}; use "
+                                        f"--video-backend with one of: {', '.join(others) or 'none installed'}")
+
+    def _open(self, path: str) -> Any:
         import torchvision
 
         torchvision.set_video_backend("pyav")
