@@ -89,12 +89,12 @@ class LeRobotDataset(Dataset):
         if not self.episodes:
             raise UsageError(f"{self.root}: no episodes selected (split {split!r}, episodes {episodes})")
         self._video_paths = self._check_videos()  # before the parquet read: a missing file fails fast
+        self.backend = make_backend(video_backend, cache_size=decoder_cache_size) if isinstance(
+            video_backend, str) else video_backend
         image_keys = [k for k in self.camera_keys if self.meta.features[k].is_image]
         columns = list(dict.fromkeys([*self.data_keys, *DEFAULT_COLUMNS, *image_keys]))
         self.table: EpisodeTable = load_table(self.meta, self.episodes, columns=columns)
         self._check_timestamps()
-        self.backend = make_backend(video_backend, cache_size=decoder_cache_size) if isinstance(
-            video_backend, str) else video_backend
 
     # ---------------------------------------------------------------- checks at construction
     def _check_cameras(self, camera_keys: Sequence[str] | None) -> list[str]:
