@@ -87,3 +87,14 @@ def test_plugins_lists_without_importing(tmp_path: Path) -> None:
     assert ["embodied.optimizers", "AdamW", "embodied-core", "0.1.0"] in rows
     only = run_embodied("plugins", "--group", "optimizers", timeout=60)
     assert {line.split()[0] for line in only.stdout.splitlines()[1:]} == {"embodied.optimizers"}
+
+
+def test_dataset_problems_exit_2_before_the_model_is_built(tmp_path: Path) -> None:
+    from tests.support import DATASETS_DIR
+
+    result = run_embodied("train", "--model-name", "tiny_flow_policy", "--dataset-path",
+                          str(DATASETS_DIR / "lerobot_written" / "v21"), "--lerobotdataset-version", "v3.0",
+                          "--output-dir", str(tmp_path / "out"), timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "v2.1" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()  # nothing was built or written

@@ -97,7 +97,14 @@ class DatasetFormatSpec(PluginSpec):
         uses_flags: ``TrainingArgs`` fields this format reads beyond the common data flags. A data flag
             set away from its default that the selected format does not read is an error, never ignored.
         needs_path: whether ``--dataset-path`` is required.
+        preflight: ``"module:attr"`` of ``check(args, data_config) -> list[str]``: problems found from the
+            dataset's metadata alone (wrong version, missing keys or files), run before the model is built.
     """
 
     uses_flags: tuple[str, ...] = ()
     needs_path: bool = True
+    preflight: str | None = None
+
+    def run_preflight(self, args: Any, data_config: Any) -> list[str]:
+        """Problems the format finds without loading data; [] when it declares no preflight."""
+        return list(import_object(self.preflight)(args, data_config)) if self.preflight else []

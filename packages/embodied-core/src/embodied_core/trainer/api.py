@@ -11,8 +11,9 @@ from embodied_core import registry
 from embodied_core.config.resolve import load_config, model_spec
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.validate import validate_run_config
+from embodied_core.errors import ConfigError
 from embodied_core.hooks import make_plugin_manager
-from embodied_core.registry import groups
+from embodied_core.registry import DatasetFormatSpec, groups
 from embodied_core.trainer.base import BaseTrainer, TrainResult
 
 __all__ = ["Trainer"]
@@ -43,10 +44,19 @@ class Trainer:
                                  data=config.get("data"))
         self.config: RunConfig = config
         validate_run_config(config)
+        self._preflight_data()
         self.plugins = list(plugins)
         if config.training.tokenizer_path:
             # FLAGS.md: --tokenizer-path is also exported for tokenizer code that reads the environment.
             os.environ["TOKENIZER_PATH"] = config.training.tokenizer_path
+
+    def _preflight_data(self) -> None:
+        """Lets the dataset format check its metadata now, so data problems surface before the model is built."""
+        args = self.config.training
+        spec = registry.get_spec(groups.DATASET_FORMATS, args.dataset_format, flag="--dataset-format")
+        problems = spec.run_preflight(args, self.config.data) if isinstance(spec, DatasetFormatSpec) else []
+        if problems:
+            raise ConfigError(problems, source=f"--dataset-path {args.dataset_path}")
 
     def build(self) -> BaseTrainer:
         """The trainer instance of ``--trainer-type`` (not set up yet)."""

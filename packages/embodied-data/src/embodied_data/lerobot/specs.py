@@ -12,4 +12,5 @@ LEROBOT_DATASETS = DatasetFormatSpec(
     install_hint="pip install pyarrow",
     uses_flags=("split", "lerobotdataset_version", "dataset_strategy", "video_backend", "robot_type", "streaming"),
     needs_path=True,
+    preflight="embodied_data.lerobot.factory:check_dataset",
 )
