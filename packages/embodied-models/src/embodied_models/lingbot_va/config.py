@@ -95,6 +95,9 @@ class LingBotVAModelConfig(BaseModelConfig):
     pretrained_layout: str = attrs.field(default="lingbot_va", validator=attrs.validators.in_(PRETRAINED_LAYOUTS))
     """Layout of ``pretrained_path``: 'lingbot_va' (a LingBot-VA release or our export), 'lerobot' (a lerobot
     policy folder's transformer), or 'wan22' (a raw Wan2.2-TI2V-5B transformer, converted on load)."""
+    resume_optimizer: str = attrs.field(default="restore", validator=attrs.validators.in_(("restore", "rebuild")))
+    """On resume (trainer ``lingbot_va``): 'restore' the optimizer state, or 'rebuild' it from zero (fresh AdamW
+    moments; weights, step and LR schedule still continue without re-warmup)."""
     export_transformer: bool = False
     """Also write a diffusers ``transformer/`` folder into every checkpoint (trainer ``lingbot_va``)."""
 

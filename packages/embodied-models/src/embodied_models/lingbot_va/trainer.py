@@ -66,6 +66,21 @@ class LingBotVATrainer(FinetuneTrainer):
 
         with _wrapped(self.checkpointer, "load", wrap):
             super().restore(path)
+        if getattr(self.config.model, "resume_optimizer", "restore") == "rebuild":
+            # Fresh moments and step counts, as a newly built optimizer; the LR comes from the restored schedule.
+            self.optimizer.state.clear()
+            logger.info("model.resume_optimizer=rebuild: optimizer state reset; weights, step and LR schedule "
+                        "continue from %s", path)
+
+    def log_step(self, record: Any) -> dict[str, float] | None:
+        """The base metrics, plus one ``STEP_TIMING`` line per timed step on rank 0 (recipes grep these)."""
+        out = super().log_step(record)
+        if out and self.strategy.is_main and any(key.startswith("time/") for key in out):
+            stages = " ".join(f"{key[5:-2]}={value:.4f}s" for key, value in out.items()
+                              if key.startswith("time/") and "/rank" not in key)
+            print(f"STEP_TIMING step={self.state.step} {stages} total={out.get('step_time_s', float('nan')):.4f}s",
+                  flush=True)
+        return out
 
     def save_checkpoint(self) -> Path:
         """Saves the base trainer's checkpoint with the model generator added to each rank's state."""
