@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 from typing import Any
 
 import torch
@@ -57,6 +58,8 @@ class ProcessGroupStrategy(DistributedStrategy):
     def setup(self) -> None:
         """Initializes the default process group; a dedicated gloo group serves ``--async-save``."""
         if torch.cuda.is_available():
+            if "LOCAL_RANK" not in os.environ:  # a platform launcher that sets only RANK/WORLD_SIZE
+                self.local_rank = self.rank % torch.cuda.device_count()
             torch.cuda.set_device(self.local_rank)
             self.device = torch.device("cuda", self.local_rank)
             backend = "nccl"

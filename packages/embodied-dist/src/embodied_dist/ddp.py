@@ -47,9 +47,9 @@ class DDPStrategy(ProcessGroupStrategy):
     """DDP with the ``--ddp-*`` options; ``--zero-optimizer`` shards optimizer state (ZeRO-1).
 
     Under ZeRO-1 every rank owns the optimizer state of a subset of parameters. Checkpoints store each
-    rank's part under its own name (no consolidation on save: that would broadcast every parameter's
-    state through rank 0); :meth:`consolidated_optimizer_state_dict` and ``embodied checkpoint convert
-    --optimizer`` build the whole optimizer state when it is asked for.
+    rank's part under its own name (no consolidation on save: that would move every parameter's state
+    through rank 0 at every save); ``embodied checkpoint convert --optimizer`` builds the whole optimizer
+    state offline when it is asked for.
     """
 
     def __init__(self, args: TrainingArgs, environ: Any = None) -> None:
@@ -131,13 +131,6 @@ class DDPStrategy(ProcessGroupStrategy):
             return
         zero.load_sharded(directory, self.unwrap_model(model), optimizer,
                           process_group=self.checkpoint_process_group)
-
-    def consolidated_optimizer_state_dict(self, model: nn.Module,
-                                          optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-        """The whole optimizer state, name-keyed, on rank 0 (a collective; use for exports, not every save)."""
-        if not self.args.zero_optimizer:
-            return super().optimizer_state_dict(model, optimizer)
-        return zero.consolidate(self.unwrap_model(model), optimizer, rank=self.rank)
 
 
 def build_ddp(args: TrainingArgs) -> DDPStrategy:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
@@ -23,8 +22,8 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from embodied_core.strategies.base import OptimizerFactory
 from embodied_core.strategies.dcp import load_dcp_keys
 
-__all__ = ["MasterWeightOptimizer", "build_zero_optimizer", "consolidate", "load_local_state_dict",
-           "load_sharded", "local_state_dict"]
+__all__ = ["MasterWeightOptimizer", "build_zero_optimizer", "load_local_state_dict", "load_sharded",
+           "local_state_dict"]
 
 _MASTER = "master_fp32"
 """Extra per-parameter optimizer state key holding the fp32 master weight (``--zero-master-param-dtype fp32``)."""
@@ -167,22 +166,3 @@ def load_sharded(directory: Path, model: nn.Module, optimizer: ZeroRedundancyOpt
     loaded = load_dcp_keys(directory, keys, process_group=process_group)["optim"]
     loaded.setdefault("state", {})
     load_local_state_dict(model, optimizer, loaded)
-
-
-def consolidate(model: nn.Module, optimizer: ZeroRedundancyOptimizer, *, rank: int) -> dict[str, Any]:
-    """The whole name-keyed optimizer state on rank 0 (``{}`` elsewhere); a collective over all ranks.
-
-    Meant for exports: it moves every rank's optimizer state through rank 0, which is what per-save
-    consolidation would cost at every checkpoint.
-    """
-    local = local_state_dict(model, optimizer)
-    local["state"] = {k: {n: v.cpu() if isinstance(v, torch.Tensor) else v for n, v in s.items()}
-                      for k, s in local["state"].items()}
-    gathered: list[Any] | None = [None] * dist.get_world_size() if rank == 0 else None
-    dist.gather_object(local, gathered, dst=0)
-    if rank != 0 or gathered is None:
-        return {}
-    merged: dict[str, Any] = {"state": {}, "param_groups": local["param_groups"]}
-    for part in gathered:
-        merged["state"].update(part["state"])
-    return merged

@@ -125,6 +125,9 @@ def distributed_problems(args: TrainingArgs, environ: Mapping[str, str] | None =
         if hasattr(args, name) and getattr(args, name) != _default(name):
             problems.append(f"{flag(name)}: not read by --distributed-strategy {strategy} (it belongs to "
                             f"{'fsdp' if name in FSDP_FLAGS else 'ddp'})")
+    if strategy == "single" and env.world_size > 1:
+        problems.append(f"--distributed-strategy single with WORLD_SIZE={env.world_size}: every process would train "
+                        "its own copy; use ddp or fsdp (one process runs unwrapped with either)")
     if args.zero_master_param_dtype == "fp32":
         if not args.zero_optimizer:
             problems.append("--zero-master-param-dtype fp32 needs --zero-optimizer (master copies live in the "
