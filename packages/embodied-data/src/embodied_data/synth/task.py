@@ -1,11 +1,11 @@
 """The synthetic "reach the moving target" task: simulation and rendering (numpy only).
 
-A target disk moves smoothly over a 2-D workspace ``[-1, 1]^2``. A point arm (a link from a fixed base to
-an end-point) chases it: each step's action is the end-point position commanded for the next frame,
-a bounded step from the current end-point toward the target as it is *now*. The state is the current
-end-point. The target is only visible in the camera, so a policy must look at the image to act well;
-with ``num_tasks=2`` a second, green target is drawn and the task text says which colour to reach, so
-the language matters too.
+A target disk sits somewhere in a 2-D workspace ``[-1, 1]^2``, drifts slowly, and every 12-24 frames jumps
+to a new random place. A point arm (a link from a fixed base to an end-point) chases it: each step's
+action is the end-point position commanded for the next frame, a bounded step from the current end-point
+toward the target as it is *now*. The state is the current end-point. The target is only visible in the
+camera, so a policy must look at the image to act well; with ``num_tasks=2`` a second, green target is
+drawn and the task text says which colour to reach, so the language matters too.
 
 Coordinates: x grows to the right, y grows downward (image convention), both in ``[-1, 1]``.
 """
@@ -32,10 +32,14 @@ class TaskParams:
 
     gain: float = 0.35
     """Fraction of the end-point-to-target distance covered per step."""
-    max_step: float = 0.12
+    max_step: float = 0.15
     """Largest end-point move per step (workspace units)."""
-    target_amplitude: float = 0.65
-    """Half-extent of the target's Lissajous path."""
+    target_amplitude: float = 0.7
+    """Targets stay within ``[-target_amplitude, target_amplitude]^2``."""
+    min_hold: int = 12
+    """Fewest frames a target stays (drifting slowly) before it jumps to a new place."""
+    max_hold: int = 24
+    """Most frames a target stays before it jumps."""
     num_tasks: int = 1
     """1: one red target. 2: red and green targets, the task text picks one."""
 
@@ -58,17 +62,25 @@ class Episode:
         return int(self.state.shape[0])
 
 
-def _target_path(rng: np.random.Generator, length: int, fps: float, amplitude: float) -> np.ndarray:
-    t = np.arange(length, dtype=np.float64) / fps
-    freq = rng.uniform(0.08, 0.25, size=2)  # cycles per second: slow enough to be chased
-    phase = rng.uniform(0, 2 * np.pi, size=2)
-    return amplitude * np.sin(2 * np.pi * freq[None, :] * t[:, None] + phase[None, :])
+def _target_path(rng: np.random.Generator, length: int, fps: float, params: TaskParams) -> np.ndarray:
+    """Piecewise drifting target: it appears somewhere, drifts slowly, then jumps to a new place."""
+    path = np.empty((length, 2))
+    frame = 0
+    while frame < length:
+        hold = int(rng.integers(params.min_hold, params.max_hold + 1))
+        start = rng.uniform(-params.target_amplitude, params.target_amplitude, size=2)
+        velocity = rng.normal(0.0, 0.15, size=2) / fps  # workspace units per frame
+        steps = np.arange(min(hold, length - frame))[:, None]
+        path[frame : frame + len(steps)] = np.clip(start + velocity * steps, -params.target_amplitude,
+                                                   params.target_amplitude)
+        frame += len(steps)
+    return path
 
 
 def simulate_episode(rng: np.random.Generator, *, length: int, fps: float, task_index: int,
                      params: TaskParams) -> Episode:
     """Simulates one episode; everything random comes from ``rng``."""
-    targets = np.stack([_target_path(rng, length, fps, params.target_amplitude) for _ in range(params.num_tasks)])
+    targets = np.stack([_target_path(rng, length, fps, params) for _ in range(params.num_tasks)])
     goal = targets[task_index]
     state = np.empty((length, 2))
     action = np.empty((length, 2))
