@@ -80,7 +80,9 @@ def test_precompute_cache_layout_and_resume(cache, capsys):
     assert texts["task_0"].shape[0] == 4 and texts["empty"].shape[0] == 0  # WordLevel adds no EOS
     argv = [str(DATASET), "--base-model-path", str(cache / "base"), "--model-name", "lingbot_va_tiny",
             f"data.latent_cache={cache / 'cache'}", "--device", "cpu", "--dtype", "float32"]
-    assert precompute_main(argv) == 0
+    from embodied_core.cli.main import main as embodied_main
+
+    assert embodied_main(["data", "precompute-latents", *argv]) == 0  # the `embodied data` sub-command
     assert "encoded 0 episode(s), skipped 4" in capsys.readouterr().out
     assert precompute_main([*argv[:-4], "data.video_stride=2"]) == 1  # other settings than the cache: refused
 

@@ -111,6 +111,13 @@ def _run_stats(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str]) -> int:
     """Runs ``embodied data`` with ``argv`` (the arguments after ``data``); returns the exit code."""
+    from embodied_core import registry
+    from embodied_core.registry.groups import COMMANDS
+
+    # Sub-commands contributed by other packages: ``embodied data X`` runs the embodied.commands entry ``data-X``
+    # (e.g. ``data-precompute-latents`` of embodied-models' lingbot_va), so embodied-data never imports them.
+    if argv and not argv[0].startswith("-") and f"data-{argv[0]}" in registry.names(COMMANDS):
+        return registry.load_factory(COMMANDS, f"data-{argv[0]}")(list(argv[1:]))
     args = _parser().parse_args(list(argv))
     runners = {"inspect": _run_inspect, "synth": _run_synth, "stats": _run_stats}
     if args.command not in runners:

@@ -6,7 +6,8 @@ from embodied_core.config.validate import add_check
 from embodied_core.registry.specs import ModelSpec, PluginSpec
 from embodied_models.lingbot_va.config import LingBotVADataConfig, LingBotVAModelConfig, check_run_config
 
-__all__ = ["LINGBOT_VA_LIBERO", "LINGBOT_VA_ROBOTWIN", "LINGBOT_VA_STRATEGY", "LINGBOT_VA_TINY", "LINGBOT_VA_TRAINER"]
+__all__ = ["LINGBOT_VA_LIBERO", "LINGBOT_VA_ROBOTWIN", "LINGBOT_VA_STRATEGY", "LINGBOT_VA_TINY", "LINGBOT_VA_TRAINER",
+           "PRECOMPUTE_COMMAND"]
 
 add_check(check_run_config)
 
@@ -35,3 +36,8 @@ LINGBOT_VA_TRAINER = PluginSpec(name="lingbot_va",
 LINGBOT_VA_STRATEGY = PluginSpec(name="lingbot_va",
                                  description="LeRobot actions + cached Wan2.2 VAE latents and UMT5 text embeddings",
                                  factory="embodied_models.lingbot_va.data:build_strategy")
+
+PRECOMPUTE_COMMAND = PluginSpec(name="data-precompute-latents",
+                                description="`embodied data precompute-latents`: Wan2.2 VAE latents + UMT5 text "
+                                "embeddings of a LeRobot dataset for LingBot-VA",
+                                factory="embodied_models.lingbot_va.precompute:main")
