@@ -179,3 +179,15 @@ def test_tokenizer_path_flag_through_the_trainer(tmp_path, monkeypatch):
     assert os.environ["TOKENIZER_PATH"] == str(folder)
     with pytest.raises(ConfigError, match="not a directory"):
         make_transforms(*_configs(tokenizer_path=str(tmp_path / "missing")), _StatsDataset([_sample()], STATS))
+
+
+def test_spec_module_is_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, embodied_models.pi05.spec as s; "
+            "assert s.PI05.name == 'pi05' and s.PI05_TINY.name == 'pi05_tiny'; "
+            "heavy = [m for m in ('torch', 'transformers') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
