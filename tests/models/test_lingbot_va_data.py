@@ -149,3 +149,12 @@ def test_trainer_forward_backward_and_exact_resume(cache, tmp_path):
                     resume_from=str(resumed / "checkpoints" / "step_2"))).train()
     again = [json.loads(line) for line in (resumed / "metrics.jsonl").read_text().splitlines()]
     assert [r["loss"] for r in again if "loss" in r][-2:] == losses[-2:]
+    # model.resume_optimizer=rebuild: same weights, step, LR and draws; fresh AdamW moments change step 4.
+    rebuilt = tmp_path / "rebuilt"
+    shutil.copytree(out / "checkpoints" / "step_2", rebuilt / "checkpoints" / "step_2")
+    config = _config(cache, train_iters=4, save_interval=0, log_interval=1, output_dir=str(rebuilt),
+                     resume_from=str(rebuilt / "checkpoints" / "step_2"))
+    Trainer({**config, "model": {"resume_optimizer": "rebuild"}}).train()
+    rows = {r["step"]: r for r in map(json.loads, (rebuilt / "metrics.jsonl").read_text().splitlines()) if "loss" in r}
+    assert rows[3]["loss"] == losses[2] and rows[3]["lr"] == [r["lr"] for r in again if "lr" in r][-2]
+    assert rows[4]["loss"] != losses[3]

@@ -178,3 +178,18 @@ def test_run_config_checks_name_the_fix():
     message = str(err.value)
     assert "--trainer-type lingbot_va" in message and "--dataset-strategy lingbot_va" in message
     assert "data.action_dim=5" in message
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(tiny):
+    batch = _batch(tiny)
+    grads = []
+    for checkpointing in (False, True):
+        tiny.transformer.gradient_checkpointing = checkpointing
+        tiny.seed_rng(9)
+        tiny(batch).loss.backward()
+        grads.append({n: p.grad.clone() for n, p in tiny.named_parameters() if p.grad is not None})
+        tiny.zero_grad(set_to_none=True)
+    tiny.transformer.gradient_checkpointing = False
+    assert grads[0].keys() == grads[1].keys()
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, atol=1e-6, rtol=1e-5, msg=name)

@@ -81,10 +81,6 @@ def test_recipe_trains_and_resumes_exactly(prepared):
     assert sorted(resumed) == [3, 4]
     for step in (3, 4):
         assert resumed[step]["loss"] == full[step]["loss"] and resumed[step]["lr"] == full[step]["lr"]
-    _finish(_launch(prepared, "rebuilt", steps=3,
-                    extra_env={"RESUME_FROM": str(step2), "RESUME_OPTIMIZER": "rebuild"}))
-    rebuilt = _metrics(prepared, "rebuilt")
-    assert rebuilt[3]["lr"] == full[3]["lr"]  # no re-warmup; fresh moments give another update
 
 
 @pytest.mark.timeout(600)
