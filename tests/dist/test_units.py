@@ -18,6 +18,7 @@ from embodied_core.strategies.validation import (
 )
 from embodied_dist.convert import main as checkpoint_main
 from embodied_dist.wrap import select_units
+from tests.dist._launch import losses, run_single, training
 from tests.support import clean_env, run_embodied
 
 TORCHRUN_4x2 = {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "GROUP_WORLD_SIZE": "2",
@@ -129,3 +130,14 @@ def test_convert_refuses_what_it_cannot_read(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not a DCP checkpoint"):
         checkpoint_main(["convert", str(tmp_path), str(tmp_path / "out.safetensors")])
     assert checkpoint_main(["convert", "--format", "npz", str(tmp_path), "x"]) == 2
+
+
+@pytest.mark.timeout(120)
+def test_one_process_async_dcp_resume_is_exact(tmp_path: Path) -> None:
+    steps = {"train_iters": 4, "lr_decay_iters": 4, "save_format": "dcp", "async_save": True, "save_interval": 2}
+    run_single(training(tmp_path / "straight", **steps))
+    run_single(training(tmp_path / "split", **{**steps, "train_iters": 2}))
+    run_single(training(tmp_path / "split", **steps, resume=True))
+    assert losses(tmp_path / "split") == losses(tmp_path / "straight")
+    meta = (tmp_path / "split/checkpoints/step_4/meta.json").read_text()
+    assert '"async": true' in meta and '"blocking_seconds"' in meta
