@@ -35,9 +35,11 @@ def _losses(out: Path) -> list[float]:
 
 
 def _train(out: Path, training: dict, model: dict | None = None) -> tuple[list[float], float]:
-    torch.cuda.reset_peak_memory_stats()
+    cuda = torch.cuda.is_available()  # False only when smoke-testing this script on CPU (gloo)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     Trainer({"training": {**PARITY, **training, "output_dir": str(out)}, "model": model or {}}).train()
-    peak_gib = torch.cuda.max_memory_allocated() / 2**30
+    peak_gib = torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0
     return (_losses(out) if (out / "metrics.jsonl").exists() else []), peak_gib
 
 
@@ -52,11 +54,14 @@ def main() -> int:
         losses, _ = _train(cli.out / "reference", {"per_device_batch_size": GLOBAL_BATCH})
         (cli.out / "reference.json").write_text(json.dumps(losses))
         return 0
-    if world > 1:
-        dist.init_process_group("nccl")
+    if world > 1 and torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        dist.init_process_group("nccl")
+    elif world > 1:
+        dist.init_process_group("gloo")
     rank = dist.get_rank() if world > 1 else 0
-    report: dict = {"world_size": world, "gpu": torch.cuda.get_device_name(), "parity": {}, "reshard": {},
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (smoke test)"
+    report: dict = {"world_size": world, "device": device, "parity": {}, "reshard": {},
                     "save": {}}
     reference = json.loads((cli.out / "reference.json").read_text())
     per_device = GLOBAL_BATCH // world
