@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 from embodied_core.errors import ConfigError, EmbodiedError, UsageError
 
 if TYPE_CHECKING:
-    from embodied_core.hooks import hookimpl
-    from embodied_core.registry import register
     from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
     from embodied_core.config.resolve import load_config
     from embodied_core.config.run_config import RunConfig
     from embodied_core.config.training_args import TrainingArgs
+    from embodied_core.hooks import hookimpl
     from embodied_core.model_api import ModelOutput, TensorBatch, Transforms
+    from embodied_core.registry import register
     from embodied_core.trainer.api import Trainer
 
 __version__ = "0.1.0"
