@@ -91,7 +91,7 @@ class Pi05ModelConfig(BaseModelConfig):
     """See time_beta_alpha."""
     # --- execution ---
     attn_implementation: Literal["eager", "sdpa"] = "sdpa"
-    """Attention kernel: eager (the reference's op order, bit-exact) or torch SDPA (faster, ~1e-6 apart)."""
+    """Attention kernel: eager (the reference's op order) or torch SDPA (faster); both within 2e-6 of lerobot."""
     gradient_checkpointing: bool = False
     """Recompute each joint layer in backward to save activation memory."""
     mask_padded_actions: bool = False
