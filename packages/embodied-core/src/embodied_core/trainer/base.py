@@ -3,15 +3,17 @@
 ``train()`` sets the order; each concern is a component built in :meth:`BaseTrainer.setup`. Model-specific
 trainers subclass and override narrow methods (``build_model``, ``forward_backward``, ...), never the loop.
 
-Host syncs: one per update (:meth:`BaseTrainer.apply_update` reads every check in one transfer) plus one
-on logging steps (:func:`~embodied_core.trainer.metrics.reduce_step_metrics`); none per micro-batch.
+Host syncs: one per update (:meth:`BaseTrainer.train_step` reads the losses and the gradient norm in one
+transfer) plus one on logging steps (:func:`~embodied_core.trainer.metrics.reduce_step_metrics`); none per micro-batch.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -147,7 +149,17 @@ class BaseTrainer:
         return model
 
     def load_pretrained(self, model: nn.Module, path: str) -> None:
-        """Loads pretrained weights strictly (override for models whose checkpoints need a key map)."""
+        """Loads pretrained weights strictly.
+
+        A model with ``load_pretrained_checkpoint(path)`` (official/lerobot layouts through a declared key map
+        with its own strict report) loads itself; other models load embodied checkpoints or plain files.
+        """
+        own_loader = getattr(model, "load_pretrained_checkpoint", None)
+        if callable(own_loader):
+            own_report = own_loader(path)
+            if self.strategy.is_main:
+                logger.info("--pretrained-checkpoint %s loaded by %s: %s", path, type(model).__name__, own_report)
+            return
         report = load_pretrained(model, path)
         if self.strategy.is_main:
             logger.info("loaded %d tensors from --pretrained-checkpoint %s (strict: no missing, unexpected or "
@@ -219,75 +231,66 @@ class BaseTrainer:
             self.close()
 
     def train_step(self, data_iter: Any) -> StepRecord:
-        """One optimizer update over ``--gradient-accumulation-steps`` micro-batches (no host sync until
-        :meth:`apply_update`)."""
+        """One optimizer update over ``--gradient-accumulation-steps`` micro-batches.
+
+        The micro-batch losses and the gradient norm come to the host together, once per step (the one
+        host sync); everything else stays on the device until a logging step.
+        """
         args = self.args
         detail = self.is_detail_step(self.state.step + 1)
         timer = StageTimer(self.device, sync=detail)
         self.model.train()  # frozen modules stay in eval mode (trainer/freeze.py)
         self.optimizer.zero_grad(set_to_none=True)
         accum = args.gradient_accumulation_steps
-        loss_sum = torch.zeros((), device=self.device)
-        good = torch.zeros((), device=self.device)
-        nan = torch.zeros((), device=self.device)
-        model_metrics: dict[str, torch.Tensor] = {}
+        raw_losses: list[torch.Tensor] = []
+        model_metrics: dict[str, list[torch.Tensor]] = {}
         for micro in range(accum):
             timer.start("data")
             batch = next(data_iter).to(self.device)
             timer.start("forward_backward")
             with self.strategy.grad_sync(self.model, sync=micro == accum - 1):
                 raw_loss, metrics = self.forward_backward(batch, scale=1.0 / accum)
-            finite = torch.isfinite(raw_loss)
-            ok = finite & (raw_loss <= args.loss_spike_threshold)
-            loss_sum += torch.where(ok, raw_loss, 0.0)
-            good += ok
-            nan += ~finite
+            raw_losses.append(raw_loss)
             for key, value in metrics.items():
-                model_metrics[key] = model_metrics.get(key, 0.0) + value.detach().float() / accum
+                model_metrics.setdefault(key, []).append(value.detach())
         timer.start("optimizer")
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)  # clip and check the true gradients
         grad_norm = self.strategy.clip_grad_norm(self.model, args.clip_grad)
-        applied = self.apply_update(grad_norm, good=good, nan=nan, accum=accum)
+        *losses, norm = torch.stack([*raw_losses, grad_norm.detach().float().reshape(())]).tolist()
+        good = [x for x in losses if math.isfinite(x) and x <= args.loss_spike_threshold]
+        num_nan = sum(not math.isfinite(x) for x in losses)
+        applied = self.apply_update(num_good=len(good), num_nan=num_nan, grads_finite=math.isfinite(norm))
         lrs = lrs_by_group(self.optimizer)  # the LRs this update used
-        if applied:
-            self.scheduler.step()
-        else:
-            # The schedule follows the update count even when an update is skipped; torch warns about a
-            # scheduler step without an optimizer step, which is intended here.
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
-                self.scheduler.step()
+        self.step_scheduler(applied)
         timer.stop()
         self.state.consumed_samples += args.per_device_batch_size * accum * self.strategy.world_size
-        return StepRecord(loss_sum=loss_sum, good=good, grad_norm=grad_norm, applied=applied, lrs=lrs,
+        return StepRecord(loss_sum=math.fsum(good), good=len(good), grad_norm=norm, applied=applied, lrs=lrs,
                           step_time_s=timer.elapsed(), timings=dict(timer.totals) if detail else None,
                           model_metrics=model_metrics)
 
     def forward_backward(self, batch: Any, *, scale: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Forward and backward of one micro-batch; a NaN/Inf loss or one above ``--loss-spike-threshold``
-        (the raw loss, before dividing by the accumulation steps) contributes zero.
+        (the raw loss, before dividing by the accumulation steps) contributes zero, decided on the device.
 
-        Returns the raw (unscaled, detached) loss and the model's metrics.
+        Returns the raw (unscaled, detached, float32) loss and the model's metrics.
         """
         with self.autocast():
             output = self.model(batch)  # call the module, not .forward, so wrapper hooks run
         loss = output.loss.float()
         ok = torch.isfinite(loss) & (loss <= self.args.loss_spike_threshold)
-        contribution = torch.where(ok, loss, torch.zeros_like(loss)) * scale
+        contribution = torch.where(ok, loss * scale, 0.0)
         if self.scaler is not None:
             contribution = self.scaler.scale(contribution)
         contribution.backward()
         return loss.detach(), output.metrics
 
-    def apply_update(self, grad_norm: torch.Tensor, *, good: torch.Tensor, nan: torch.Tensor, accum: int) -> bool:
+    def apply_update(self, *, num_good: int, num_nan: int, grads_finite: bool) -> bool:
         """Steps the optimizer unless every micro-batch was skipped or the gradients are not finite.
 
-        This is the one host sync per step: all checks come back in one transfer. A skipped update leaves
-        the optimizer state untouched and logs why.
+        A skipped update leaves the optimizer state untouched and logs why.
         """
-        checks = torch.stack([good.float(), nan.float(), torch.isfinite(grad_norm).float()]).tolist()
-        num_good, num_nan, grads_finite = int(checks[0]), int(checks[1]), bool(checks[2])
+        accum = self.args.gradient_accumulation_steps
         self.state.skipped_iters += accum - num_good
         self.state.nan_iters += num_nan
         reason = None
@@ -309,6 +312,15 @@ class BaseTrainer:
         logger.warning("step %d: update skipped (optimizer state untouched): %s", self.state.step + 1, reason)
         self.optimizer.zero_grad(set_to_none=True)
         return False
+
+    def step_scheduler(self, applied: bool) -> None:
+        """Advances the LR schedule by one update (also for a skipped update: the LR follows the step count)."""
+        if applied:
+            self.scheduler.step()
+            return
+        with warnings.catch_warnings():  # torch warns about a scheduler step without an optimizer step
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+            self.scheduler.step()
 
     def is_log_step(self, step: int) -> bool:
         """True when ``step`` (1-based) logs metrics: every ``--log-interval`` steps and the last step."""
@@ -384,6 +396,11 @@ class BaseTrainer:
                 sink.close()
         self.runtime.restore()
         if hasattr(self, "strategy"):
+            # Release the wrapped model and optimizer first: a DDP reducer freed after its process group was
+            # destroyed can hang gloo's destructor on one rank, leaving torchrun waiting forever.
+            for name in ("model", "optimizer", "scheduler"):
+                self.__dict__.pop(name, None)
+            gc.collect()
             self.strategy.close()
 
 
