@@ -193,3 +193,14 @@ def test_gradient_checkpointing_gives_the_same_gradients(tiny):
     assert grads[0].keys() == grads[1].keys()
     for name, grad in grads[0].items():
         torch.testing.assert_close(grads[1][name], grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_rope_is_complex_so_mixed_precision_casts_leave_it_alone():
+    """FSDP cast_forward_inputs / autocast cast floating inputs to bf16; RoPE rotations must keep fp32 precision."""
+    from embodied_models.lingbot_va.rope import GridRope, action_grid_ids, apply_rope
+
+    rope = GridRope(12)(action_grid_ids(600, 4)[None])
+    assert rope.dtype == torch.complex64 and not torch.is_floating_point(rope)
+    x = torch.randn(1, rope.shape[1], 2, 12)
+    rotated = apply_rope(x, rope)
+    torch.testing.assert_close(rotated.norm(dim=-1), x.norm(dim=-1))  # a rotation keeps norms

@@ -56,14 +56,14 @@ class LingBotAttnProcessor:
 
     def __call__(self, attn: WanAttention, hidden_states: torch.Tensor,
                  encoder_hidden_states: torch.Tensor | None = None, attention_mask: Any = None,
-                 rotary_emb: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                 rotary_emb: torch.Tensor | None = None) -> torch.Tensor:
         context = hidden_states if encoder_hidden_states is None else encoder_hidden_states
         query = attn.norm_q(attn.to_q(hidden_states)).unflatten(2, (attn.heads, -1))
         key = attn.norm_k(attn.to_k(context)).unflatten(2, (attn.heads, -1))
         value = attn.to_v(context).unflatten(2, (attn.heads, -1))
         if rotary_emb is not None:
-            query = apply_rope(query, *rotary_emb)
-            key = apply_rope(key, *rotary_emb)
+            query = apply_rope(query, rotary_emb)
+            key = apply_rope(key, rotary_emb)
         out = attention(query, key, value, attention_mask).type_as(query)
         return attn.to_out[1](attn.to_out[0](out))
 
@@ -86,8 +86,8 @@ class LingBotBlock(WanTransformerBlock):
         self.attn2.set_processor(LingBotAttnProcessor())
 
     def forward(self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor, temb: torch.Tensor,
-                rotary_emb: tuple[torch.Tensor, torch.Tensor], attention_mask: Any = None) -> torch.Tensor:
-        """x [B, L, D], text [B, T, D], temb (timestep_proj) [B, L, 6, D], rope (cos, sin), mask -> [B, L, D]."""
+                rotary_emb: torch.Tensor, attention_mask: Any = None) -> torch.Tensor:
+        """x [B, L, D], text [B, T, D], temb (timestep_proj) [B, L, 6, D], rope [B, L, 1, K/2] complex, mask."""
         x = hidden_states
         # Modulation in fp32 as diffusers and the reference do; order (shift, scale, gate) x (attn, ffn).
         mods = (self.scale_shift_table.unsqueeze(0) + temb.float()).unbind(dim=2)

@@ -8,7 +8,9 @@ The head dimension is split into frame / height / width parts (``head_dim - 2 * 
 ``position * theta ** (-2i / part)``, as in the LingBot-VA reference (``WanRotaryPosEmbed`` of
 Robbyant/lingbot-va; lerobot ``policies/lingbot_va/utils.py``). Row 3 (stream id) is not used by the network.
 
-Shapes: ``grid_ids`` [B, 4, L]; ``cos``/``sin`` [B, L, 1, head_dim // 2]; ``x`` [B, L, heads, head_dim].
+Shapes: ``grid_ids`` [B, 4, L]; ``freqs`` [B, L, 1, head_dim // 2] complex64; ``x`` [B, L, heads, head_dim].
+The rotation is handed to the blocks as a complex tensor on purpose: FSDP's ``cast_forward_inputs`` and autocast
+cast floating-point inputs to bf16, which would cost RoPE its precision; complex tensors pass through untouched.
 """
 
 from __future__ import annotations
@@ -59,18 +61,16 @@ class GridRope(nn.Module):
         # Built per call rather than stored as buffers so a model built on the meta device needs no re-init.
         return self.theta ** (-torch.arange(0, part, 2, dtype=torch.float64, device=device) / part)
 
-    def forward(self, grid_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns (cos, sin), each [B, L, 1, head_dim // 2] in float32, for grid ids [B, 4, L]."""
+    def forward(self, grid_ids: torch.Tensor) -> torch.Tensor:
+        """Returns unit complex rotations [B, L, 1, head_dim // 2] (complex64) for grid ids [B, 4, L]."""
         # float64 like the reference: positions * frequencies lose precision in fp32 for long episodes.
         pos = grid_ids.to(torch.float64)
         angles = torch.cat([pos[:, axis, :, None] * self._freqs(part, pos.device)
                             for axis, part in enumerate(self.split)], dim=-1)
-        return angles.cos().float().unsqueeze(2), angles.sin().float().unsqueeze(2)
+        return torch.polar(torch.ones_like(angles), angles).to(torch.complex64).unsqueeze(2)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotates consecutive channel pairs (x[2i], x[2i+1]) of x [B, L, heads, head_dim]; computed in fp32."""
-    pairs = x.float().unflatten(-1, (-1, 2))
-    real, imag = pairs[..., 0], pairs[..., 1]
-    out = torch.stack([real * cos - imag * sin, real * sin + imag * cos], dim=-1)
-    return out.flatten(-2).type_as(x)
+def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """Rotates consecutive channel pairs (x[2i], x[2i+1]) of x [B, L, heads, head_dim] as complex numbers (fp32)."""
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)).contiguous())
+    return torch.view_as_real(pairs * freqs).flatten(-2).type_as(x)

@@ -102,7 +102,7 @@ class LingBotVATransformer(ModelMixin, ConfigMixin):
 
     # ------------------------------------------------------------------ trunk and heads
     def _blocks(self, x: torch.Tensor, text: torch.Tensor, proj: torch.Tensor,
-                rope: tuple[torch.Tensor, torch.Tensor], mask: Any) -> torch.Tensor:
+                rope: torch.Tensor, mask: Any) -> torch.Tensor:
         for block in self.blocks:
             if self.gradient_checkpointing and torch.is_grad_enabled():
                 x = checkpoint(block, x, text, proj, rope, mask, use_reentrant=False)
