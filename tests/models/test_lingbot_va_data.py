@@ -158,3 +158,19 @@ def test_trainer_forward_backward_and_exact_resume(cache, tmp_path):
     rows = {r["step"]: r for r in map(json.loads, (rebuilt / "metrics.jsonl").read_text().splitlines()) if "loss" in r}
     assert rows[3]["loss"] == losses[2] and rows[3]["lr"] == [r["lr"] for r in again if "lr" in r][-2]
     assert rows[4]["loss"] != losses[3]
+
+
+def test_robotwin_tshape_tiling(cache):
+    """T layout: the two half-size wrist latents side by side on top of the head latent."""
+    from safetensors.torch import load_file
+
+    data = {"latent_cache": str(cache / "tshape"), "camera_layout": "robotwin_tshape",
+            "camera_keys": ["observation.images.front", "observation.images.wrist", "observation.images.front"]}
+    config = load_config(training={"model_name": "lingbot_va_tiny"}, data=data)
+    assert config.data.latent_hw() == (3, 2)
+    precompute_latents(DATASET, base_model_path=cache / "base", data_config=config.data, episodes=[2],
+                       device="cpu", dtype=torch.float32)
+    tiled = load_file(str(episode_file(cache / "tshape", 2)))["latents"]
+    assert tiled.shape == (8, 2, 3, 2)
+    side = load_file(str(episode_file(cache / "cache", 2)))["latents"]  # width_concat: [front | wrist] at 32x32
+    torch.testing.assert_close(tiled[:, :, 1:], side[:, :, :, :2])  # the head (front) at full size, bottom rows
