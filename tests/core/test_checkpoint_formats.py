@@ -53,8 +53,8 @@ def test_weights_only_checkpoint_cannot_be_resumed_but_can_initialize(tmp_path: 
         Trainer({"training": training(run, train_iters=4, save_interval=2, resume=True)}).train()
     trainer = build(tmp_path / "init", pretrained_checkpoint=str(step_dir))
     trainer.setup()
-    trainer.close()
     state = trainer.model.state_dict()
+    trainer.close()
     assert all(torch.equal(state[k], v) for k, v in load_model_file(step_dir).items())
 
 

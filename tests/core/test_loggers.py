@@ -119,7 +119,7 @@ class TwoRanks(DistributedStrategy):
 
 
 def _reduce(**training_args: Any) -> dict[str, float]:
-    record = StepRecord(loss_sum=torch.tensor(1.0), good=torch.tensor(1.0), grad_norm=torch.tensor(0.5),
+    record = StepRecord(loss_sum=1.0, good=1, grad_norm=0.5,
                         applied=True, lrs={"default": 1e-3}, step_time_s=0.5, model_metrics={},
                         timings={"data": 0.1, "forward_backward": 0.2, "optimizer": 0.05})
     return reduce_step_metrics(record, args=TrainingArgs(**training_args), strategy=TwoRanks(), counters={})

@@ -14,7 +14,7 @@ from embodied_core import hookimpl
 from embodied_core.errors import ConfigError
 from embodied_core.trainer.base import BaseTrainer
 from embodied_core.trainer.freeze import freeze_modules
-from tests.core.trainer_support import build, metrics
+from tests.core.trainer_support import build, build_with_final, metrics
 
 
 class ModeProbe:
@@ -39,7 +39,7 @@ class ModeProbe:
 def test_frozen_modules_do_not_change_and_stay_in_eval_mode(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="embodied")
     probe = ModeProbe()
-    trainer = build(tmp_path, freeze_modules="encoder, obs_norm", train_iters=3)
+    trainer, final = build_with_final(tmp_path, freeze_modules="encoder, obs_norm", train_iters=3)
     probe.watch(trainer)
     initial: dict[str, torch.Tensor] = {}
 
@@ -50,14 +50,12 @@ def test_frozen_modules_do_not_change_and_stay_in_eval_mode(tmp_path: Path, capl
 
     trainer.hooks.register(Capture())
     trainer.train()
-    final = trainer.strategy.unwrap_model(trainer.model).state_dict()
     assert probe.modes == [(True, False, True)] * 3  # model.train() each step leaves the frozen encoder in eval
     frozen = [k for k in initial if k.startswith(("encoder.", "obs_norm."))]
-    assert frozen and all(torch.equal(initial[k], final[k]) for k in frozen)
-    assert any(not torch.equal(initial[k], final[k]) for k in initial if k.startswith("head."))
-    in_optimizer = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
-    model = trainer.strategy.unwrap_model(trainer.model)
-    assert not any(id(p) in in_optimizer for p in [*model.encoder.parameters(), *model.obs_norm.parameters()])
+    assert frozen and all(torch.equal(initial[k], final.state[k]) for k in frozen)
+    assert any(not torch.equal(initial[k], final.state[k]) for k in initial if k.startswith("head."))
+    model = final.model
+    assert not any(id(p) in final.in_optimizer for p in [*model.encoder.parameters(), *model.obs_norm.parameters()])
     assert "trainable" in caplog.text and "frozen (encoder, obs_norm)" in caplog.text
 
 
@@ -80,10 +78,10 @@ def test_freeze_report_counts() -> None:
 
 def test_lr_groups_drive_the_optimizer_and_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="embodied")
-    trainer = build(tmp_path, lr_group="head.4=1e-2,head=1e-4", weight_decay_grouping="bias_norm",
-                    lr_decay_style="constant", train_iters=2)
+    trainer, final = build_with_final(tmp_path, lr_group="head.4=1e-2,head=1e-4", weight_decay_grouping="bias_norm",
+                                      lr_decay_style="constant", train_iters=2)
     trainer.train()
-    peaks = {g["name"]: (g["lr"], g["weight_decay"]) for g in trainer.optimizer.param_groups}
+    peaks = {g["name"]: (g["lr"], g["weight_decay"]) for g in final.param_groups}
     assert peaks["head.4"] == (1e-2, 0.01) and peaks["head.4 (no decay)"] == (1e-2, 0.0)
     assert peaks["head"][0] == 1e-4 and peaks["default"][0] == 1e-3
     record = metrics(tmp_path)[-1]
@@ -100,8 +98,8 @@ def test_lr_group_unmatched_path_fails_before_training(tmp_path: Path) -> None:
 def test_clip_grad_clips_or_only_measures(tmp_path: Path, clip: float) -> None:
     # SGD's first step moves parameters by lr * gradient, so the step size shows the (clipped) norm.
     lr = 1e-2
-    trainer = build(tmp_path, optimizer="SGD", weight_decay=0.0, lr_base=lr, lr_decay_style="constant",
-                    lr_warmup_iters=0, clip_grad=clip, train_iters=1)
+    trainer, final = build_with_final(tmp_path, optimizer="SGD", weight_decay=0.0, lr_base=lr,
+                                      lr_decay_style="constant", lr_warmup_iters=0, clip_grad=clip, train_iters=1)
     before: dict[str, torch.Tensor] = {}
 
     class Capture:
@@ -111,7 +109,7 @@ def test_clip_grad_clips_or_only_measures(tmp_path: Path, clip: float) -> None:
 
     trainer.hooks.register(Capture())
     trainer.train()
-    after = dict(trainer.strategy.unwrap_model(trainer.model).named_parameters())
+    after = final.params
     moved = torch.sqrt(sum(((after[k] - before[k]) ** 2).sum() for k in before)).item() / lr
     grad_norm = metrics(tmp_path)[0]["grad_norm"]
     assert grad_norm > 1e-2  # the norm is measured in every case

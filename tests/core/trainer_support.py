@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from embodied_core import hookimpl
 from embodied_core.trainer.api import Trainer
 from embodied_core.trainer.base import BaseTrainer
 
@@ -24,6 +25,36 @@ def build(out: Path, *, plugins: tuple[Any, ...] = (), model: dict[str, Any] | N
           **extra: Any) -> BaseTrainer:
     """A trainer instance (not set up) for :func:`training`."""
     return Trainer({"training": training(out, **extra), "model": model or {}}, plugins=plugins).build()
+
+
+class FinalState:
+    """Hook that keeps the trained model's parameters/state and the optimizer's groups at the end of training
+    (the trainer releases both when it closes)."""
+
+    def __init__(self) -> None:
+        self.trainer: BaseTrainer | None = None
+        self.state: dict[str, Any] = {}
+        self.params: dict[str, Any] = {}
+        self.param_groups: list[dict[str, Any]] = []
+        self.in_optimizer: set[int] = set()
+        self.model: Any = None
+
+    @hookimpl
+    def on_train_end(self, step: int, output_dir: str, summary: dict[str, Any]) -> None:
+        assert self.trainer is not None
+        self.model = self.trainer.strategy.unwrap_model(self.trainer.model)
+        self.state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.params = {k: v.detach().clone() for k, v in self.model.named_parameters()}
+        self.param_groups = [{k: v for k, v in g.items() if k != "params"} for g in self.trainer.optimizer.param_groups]
+        self.in_optimizer = {id(p) for g in self.trainer.optimizer.param_groups for p in g["params"]}
+
+
+def build_with_final(out: Path, **extra: Any) -> tuple[BaseTrainer, FinalState]:
+    """:func:`build` plus a :class:`FinalState` hook bound to the trainer."""
+    final = FinalState()
+    trainer = build(out, plugins=(final,), **extra)
+    final.trainer = trainer
+    return trainer, final
 
 
 def metrics(out: Path) -> list[dict[str, Any]]:

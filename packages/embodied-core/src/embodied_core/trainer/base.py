@@ -217,6 +217,7 @@ class BaseTrainer:
             self.hooks.hook.on_train_start(config=self.config, model=self.strategy.unwrap_model(self.model),
                                            output_dir=str(self.output_dir), start_step=self.state.step)
             self._started = (time.perf_counter(), self.state.step)
+            self.model.train()
             data_iter = iter(self.loader)
             while self.state.step < self.args.train_iters:
                 record = self.train_step(data_iter)
@@ -239,7 +240,8 @@ class BaseTrainer:
         args = self.args
         detail = self.is_detail_step(self.state.step + 1)
         timer = StageTimer(self.device, sync=detail)
-        self.model.train()  # frozen modules stay in eval mode (trainer/freeze.py)
+        if not self.model.training:  # a hook may have switched to eval; frozen modules stay in eval (freeze.py)
+            self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         accum = args.gradient_accumulation_steps
         raw_losses: list[torch.Tensor] = []

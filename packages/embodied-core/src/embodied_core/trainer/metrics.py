@@ -56,25 +56,26 @@ class StageTimer:
 
 
 class StepRecord:
-    """What one update leaves for logging: device tensors plus host numbers (no sync to build)."""
+    """What one update leaves for logging: host numbers, plus the model's metrics still on the device."""
 
     __slots__ = ("applied", "good", "grad_norm", "loss_sum", "lrs", "model_metrics", "step_time_s", "timings")
 
-    def __init__(self, *, loss_sum: torch.Tensor, good: torch.Tensor, grad_norm: torch.Tensor,
-                 applied: bool, lrs: dict[str, float], step_time_s: float, timings: dict[str, float] | None,
-                 model_metrics: dict[str, torch.Tensor]) -> None:
-        self.loss_sum = loss_sum
-        self.good = good
+    def __init__(self, *, loss_sum: float, good: int, grad_norm: float, applied: bool, lrs: dict[str, float],
+                 step_time_s: float, timings: dict[str, float] | None,
+                 model_metrics: dict[str, list[torch.Tensor]]) -> None:
+        self.loss_sum = loss_sum  # sum of the micro-batch losses that counted
+        self.good = good  # how many counted
         self.grad_norm = grad_norm
         self.applied = applied
         self.lrs = lrs
         self.step_time_s = step_time_s
         self.timings = timings
-        self.model_metrics = model_metrics
+        self.model_metrics = model_metrics  # one tensor per micro-batch
 
 
 def _rank_losses(record: StepRecord, strategy: DistributedStrategy, ranks: list[int]) -> dict[str, float]:
-    gathered = strategy.all_gather_scalars(torch.stack([record.loss_sum.float(), record.good.float()]))
+    local = torch.tensor([record.loss_sum, float(record.good)], dtype=torch.float64, device=strategy.device)
+    gathered = strategy.all_gather_scalars(local)
     values = gathered.tolist()
     out = {}
     for rank in ranks:
@@ -102,11 +103,11 @@ def reduce_step_metrics(record: StepRecord, *, args: TrainingArgs, strategy: Dis
     """The metrics dict of a logging step (``loss``, ``lr``, ``grad_norm``, ``step_time_s``,
     ``samples_per_s``, counters, model metrics, and on detail steps ``time/*``)."""
     names = list(record.model_metrics)
-    local = torch.stack([record.loss_sum.float(), record.good.float(),
-                         *(record.model_metrics[k].float() for k in names)])
-    # The grad norm is already global; it rides along so this is the one host transfer of the step.
-    mean = torch.cat([strategy.all_reduce_mean(local), record.grad_norm.detach().float().reshape(1)]).tolist()
-    loss_sum, good, grad_norm = mean[0], mean[1], mean[-1]
+    counts = torch.tensor([record.loss_sum, float(record.good)], dtype=torch.float64, device=strategy.device)
+    model_means = [torch.stack(record.model_metrics[k]).double().mean() for k in names]
+    # One collective and one host transfer for the loss and every model metric.
+    mean = strategy.all_reduce_mean(torch.cat([counts, torch.stack(model_means)]) if names else counts).tolist()
+    loss_sum, good = mean[0], mean[1]
     global_batch = args.per_device_batch_size * args.gradient_accumulation_steps * strategy.world_size
     out: dict[str, float] = {}
     if -1 in args.loss_log_rank:
@@ -120,14 +121,14 @@ def reduce_step_metrics(record: StepRecord, *, args: TrainingArgs, strategy: Dis
     default_lr = next(iter(record.lrs.values()))
     out.update({
         "lr": record.lrs.get("default", default_lr),
-        "grad_norm": grad_norm,
+        "grad_norm": record.grad_norm,
         "step_time_s": record.step_time_s,
         "samples_per_s": global_batch / record.step_time_s if record.step_time_s > 0 else math.nan,
         **counters,
     })
     if len(record.lrs) > 1:
         out.update({f"lr/{name}": lr for name, lr in record.lrs.items()})
-    out.update({key: value for key, value in zip(names, mean[2:-1], strict=True)})
+    out.update({key: value for key, value in zip(names, mean[2:], strict=True)})
     if record.timings is not None:
         out.update(_timings(record, strategy, args.timing_log_level))
     return out
