@@ -146,6 +146,17 @@ def test_sample_actions_shape_and_determinism(tiny):
     again = tiny.sample_actions(batch, num_steps=2)
     assert first.shape == (2, (data.num_latent_frames - 1) * data.action_per_frame, len(cfg.used_action_channel_ids))
     assert torch.equal(first, again) and torch.isfinite(first).all()
+    # Guidance (video 5.0 by default) runs prompt and empty prompt as one doubled batch; without the empty
+    # prompt there is nothing to guide with and it equals guidance 1.
+    tiny.seed_rng(5)
+    unguided = tiny.sample_actions({k: v for k, v in batch.items() if k != "null_text_emb"}, num_steps=2)
+    tiny.config.guidance_scale = 1.0
+    try:
+        tiny.seed_rng(5)
+        assert torch.equal(tiny.sample_actions(batch, num_steps=2), unguided)
+    finally:
+        tiny.config.guidance_scale = 5.0
+    assert not torch.allclose(first, unguided)
     tiny.train()
 
 

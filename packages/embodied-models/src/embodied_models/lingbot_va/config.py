@@ -90,6 +90,10 @@ class LingBotVAModelConfig(BaseModelConfig):
     """Video denoising steps of ``sample_actions``."""
     action_num_inference_steps: int = attrs.field(default=50, validator=_positive)
     """Action denoising steps of ``sample_actions``."""
+    guidance_scale: float = attrs.field(default=5.0, validator=_positive)
+    """Classifier-free guidance of the video stream in ``sample_actions`` (> 1 needs ``null_text_emb``)."""
+    action_guidance_scale: float = attrs.field(default=1.0, validator=_positive)
+    """Classifier-free guidance of the action stream in ``sample_actions`` (1: none)."""
     pretrained_path: str | None = None
     """``transformer/`` folder (or a folder holding one) loaded with a strict report when the model is built."""
     pretrained_layout: str = attrs.field(default="lingbot_va", validator=attrs.validators.in_(PRETRAINED_LAYOUTS))
