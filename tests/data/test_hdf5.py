@@ -123,6 +123,7 @@ def test_robomimic_sample_keys_windows_and_pads(robomimic_file: Path) -> None:
     assert int(last["episode_index"]) == 0
     demo10 = ds[5 + 2]  # second selected episode is demo_10
     assert demo10["action"][0].tolist() == [10002.0, 10002.25, 10002.5, 10002.75]
+    assert int(demo10["episode_index"]) == 10  # the demo number, stable across splits
     cam = demo10["observation.images.agentview"]
     assert cam.shape == (2, 3, H, W)
     assert cam.dtype == torch.uint8
@@ -160,6 +161,7 @@ def test_aloha_folder(tmp_path: Path, images: str) -> None:
     assert sample["observation.state"][1, 0].item() == 1001.0
     assert sample["action"][:, 0].tolist() == [10001.0, 10002.0, 10003.0]
     assert sample["task"] == "transfer the cube"
+    assert int(sample["episode_index"]) == 10
     frame = sample["observation.images.cam_high"][1].permute(1, 2, 0).numpy().astype(int)
     tolerance = 0 if images == "raw" else 6  # JPEG at quality 95 on flat colours
     assert np.abs(frame - _frame(10, 1)).max() <= tolerance

@@ -181,7 +181,7 @@ class Hdf5Dataset(Dataset):
                 sample[key] = torch.tensor(bool(value)) if key == "next.done" else torch.tensor(float(value))
         sample["task"] = episode.task
         sample["index"] = torch.tensor(index)
-        sample["episode_index"] = torch.tensor(ep_pos)
+        sample["episode_index"] = torch.tensor(episode.index)
         sample["frame_index"] = torch.tensor(frame)
         sample["timestamp"] = torch.tensor(frame / self.index.fps, dtype=torch.float32)
         return sample

@@ -56,6 +56,8 @@ class Hdf5Episode:
     length: int
     task: str
     sources: dict[str, Source]
+    index: int = -1
+    """Episode id: the number in ``demo_N`` / ``episode_N`` (stable across splits), else the position."""
 
 
 @attrs.frozen
@@ -213,6 +215,10 @@ def scan_hdf5(path: str | Path, *, split: str = "train") -> Hdf5Index:
             layouts.add(layout)
             fps = _fps(h5, layout) if fps is None else fps
             episodes.extend(found)
+    numbers = [_numeric_suffix(ep.group if ep.group != "/" else ep.file.stem)[0] for ep in episodes]
+    if min(numbers, default=0) < 0 or len(set(numbers)) != len(numbers):
+        numbers = list(range(len(episodes)))  # no usable numbering: positions
+    episodes = [attrs.evolve(ep, index=n) for ep, n in zip(episodes, numbers, strict=True)]
     if len(layouts) > 1:
         raise DataError(f"{root}: mixes robomimic and ALOHA files; keep one layout per dataset")
     if not episodes:
