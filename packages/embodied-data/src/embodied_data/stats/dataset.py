@@ -68,7 +68,11 @@ def _rows_by_file(meta: LeRobotMeta, episodes: Iterable[int], columns: list[str]
     for file, eps in by_file.items():
         if not file.is_file():
             raise DataError(f"data file missing: {file} (episode(s) {eps[:5]})")
-        table = pq.read_table(file, columns=list(dict.fromkeys([*columns, "episode_index"])))
+        wanted = list(dict.fromkeys([*columns, "episode_index"]))
+        absent = [c for c in wanted if c not in pq.read_schema(file).names]
+        if absent:
+            raise DataError(f"{file}: column(s) {absent} declared in meta/info.json are absent")
+        table = pq.read_table(file, columns=wanted)
         yield file, table.filter(pc.is_in(table.column("episode_index"), value_set=pa.array(eps, type=pa.int64())))
 
 
