@@ -175,3 +175,14 @@ def test_inspect_hdf5_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     (tmp_path / "episode_1.hdf5").write_bytes(b"not hdf5")
     assert main(["inspect", str(tmp_path)]) == 1
     assert "cannot open" in capsys.readouterr().out
+
+
+def test_synth_mpeg4_codec_is_probed_from_the_file(tmp_path: Path) -> None:
+    root = tmp_path / "mpeg4"
+    assert main(["synth", str(root), "--episodes", "2", "--min-length", "5", "--max-length", "6", "--image-size",
+                 "16", "16", "--codec", "mpeg4"]) == 0
+    report = inspect_dataset(root)
+    assert report.ok, report.problems
+    assert report.facts["cameras"]["observation.images.front"]["codec_in_files"] == ["mpeg4"]
+    sample = LeRobotDataset(root, video_backend="torchcodec")[6]
+    assert sample["observation.images.front"].shape == (3, 16, 16)
