@@ -31,7 +31,12 @@ def _episodes(text: str) -> list[int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="embodied data", description="Dataset tools.")
+    from embodied_core import registry
+    from embodied_core.registry.groups import COMMANDS
+
+    extra = sorted(name[len("data-"):] for name in registry.names(COMMANDS) if name.startswith("data-"))
+    epilog = f"sub-commands from other packages: {', '.join(extra)}" if extra else None
+    parser = argparse.ArgumentParser(prog="embodied data", description="Dataset tools.", epilog=epilog)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{inspect,synth,stats}")
 
     inspect = sub.add_parser("inspect", help="describe a LeRobot dataset and list its problems (exit 1 if any)")
