@@ -1,4 +1,4 @@
-"""LingBot-VA model: sizes, forward/backward of the tiny preset, RNG ownership, causality, sampling."""
+"""LingBot-VA model: sizes, forward/backward of the tiny preset, RNG ownership, causality, sampling, streaming."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from embodied_models.lingbot_va.blocks import LingBotBlock
 from embodied_models.lingbot_va.checkpoint import num_parameters
 from embodied_models.lingbot_va.masks import StreamLayout, dense_stream_mask
 from embodied_models.lingbot_va.modeling import LingBotVAModel, build_model
+from embodied_models.lingbot_va.rope import action_grid_ids, video_grid_ids
+from embodied_models.lingbot_va.streaming import StreamingSession
 
 OFFICIAL_PARAMS = 5.09e9  # LingBot-VA release: Wan2.2 TI2V-5B + action stream
 
@@ -215,3 +217,76 @@ def test_rope_is_complex_so_mixed_precision_casts_leave_it_alone():
     x = torch.randn(1, rope.shape[1], 2, 12)
     rotated = apply_rope(x, rope)
     torch.testing.assert_close(rotated.norm(dim=-1), x.norm(dim=-1))  # a rotation keeps norms
+
+
+# ---------------------------------------------------------------- streaming (KV cache) vs cache-free
+def _noise(model: LingBotVAModel, seed: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    h, w = model.data_config.latent_hw()
+    frames, n = model.data_config.num_latent_frames, model.data_config.action_per_frame
+    return {"video": torch.randn(2, model.config.in_channels, frames, h, w, generator=gen),
+            "action": torch.randn(2, model.config.action_dim, frames, n, 1, generator=gen)}
+
+
+@pytest.mark.parametrize("guided", [False, True])
+def test_first_chunk_equals_cache_free_sampling(tiny, guided):
+    batch = _batch(tiny)
+    if not guided:
+        batch.pop("null_text_emb")
+    noise = _noise(tiny, 1)
+    expected = tiny.sample_actions(batch, noise={k: v.clone() for k, v in noise.items()}, num_steps=3)
+    session = StreamingSession(tiny, batch["text_emb"], null_text_emb=batch.get("null_text_emb"), num_steps=3)
+    actions, _ = session.predict(noise=noise, first_latent=batch["latents"][:, :, :1])
+    torch.testing.assert_close(actions, expected, atol=1e-5, rtol=1e-5)
+    assert session.segments() == [(0, True), (0, True)]  # predicted video, predicted actions
+
+
+def test_feedback_replaces_predictions_and_next_chunk_sees_it(tiny):
+    """After observe(), a forward of the next chunk through the cache equals one joint forward without cache."""
+    batch = _batch(tiny)
+    batch.pop("null_text_emb")
+    net, frames, n = tiny.transformer, tiny.data_config.num_latent_frames, tiny.data_config.action_per_frame
+    session = StreamingSession(tiny, batch["text_emb"], num_steps=2)
+    session.predict(noise=_noise(tiny, 2), first_latent=batch["latents"][:, :, :1])
+    observed, executed = batch["latents"][:, :, 1:], batch["actions"]
+    session.observe(observed, executed)
+    assert session.segments() == [(0, False), (0, False)] and session.frame_offset == frames
+    noisy = torch.randn_like(batch["latents"])
+    t = torch.full((2, frames), 700.0)
+    with torch.no_grad():
+        cached = session._forward(noisy, t, action=False, write=None, scale=1.0)
+        # The same context without a cache: [observed video | executed actions | noisy chunk] in one sequence.
+        h, w = batch["latents"].shape[3] // 2, batch["latents"].shape[4] // 2
+        video = torch.cat([batch["latents"][:, :, :1], observed], dim=2)
+        v_grid = video_grid_ids(frames, h, w).expand(2, -1, -1)
+        a_grid = action_grid_ids(frames, n).expand(2, -1, -1)
+        new_grid = video_grid_ids(frames, h, w, frame_offset=frames).expand(2, -1, -1)
+        lv, la = v_grid.shape[-1], a_grid.shape[-1]
+        zeros = torch.zeros(2, frames)
+        temb0, proj0 = net.embed_time(zeros, h * w, action=False, dtype=torch.float32)
+        temba, proja = net.embed_time(zeros, n, action=True, dtype=torch.float32)
+        temb1, proj1 = net.embed_time(t, h * w, action=False, dtype=torch.float32)
+        tokens = torch.cat([net.embed_video(video), net.embed_action(executed), net.embed_video(noisy)], dim=1)
+        length = tokens.shape[1]
+        mask = torch.zeros(length, length, dtype=torch.bool)
+        mask[:lv, :lv] = True  # observed video was written first: it saw only itself
+        mask[lv:lv + la, :lv + la] = True  # executed actions saw the video and themselves
+        mask[lv + la:] = True  # the new chunk sees everything cached and itself
+        out = net.trunk(tokens, batch["text_emb"], torch.cat([temb0, temba, temb1], dim=1),
+                        torch.cat([proj0, proja, proj1], dim=1), torch.cat([v_grid, a_grid, new_grid], dim=2), mask)
+        expected = net.video_pred_to_grid(net.video_head(out[:, lv + la:]), frames, *batch["latents"].shape[3:])
+    torch.testing.assert_close(cached, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_old_chunks_are_evicted(tiny):
+    batch = _batch(tiny)
+    session = StreamingSession(tiny, batch["text_emb"], max_chunks=2, num_steps=1)
+    session.predict(first_latent=batch["latents"][:, :, :1])
+    for _ in range(3):
+        session.observe(batch["latents"][:, :, 1:] if session.frame_offset == 0 else batch["latents"])
+        actions, _ = session.predict()
+        assert torch.isfinite(actions).all()
+    assert {chunk for chunk, _ in session.segments()} == {2, 3}
+    assert actions.shape == (2, tiny.data_config.num_latent_frames * tiny.data_config.action_per_frame, 4)
+    with pytest.raises(ValueError, match="first_latent"):
+        StreamingSession(tiny, batch["text_emb"]).predict()

@@ -52,7 +52,13 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 
 
 class LingBotAttnProcessor:
-    """Attention processor for diffusers' ``WanAttention``: qk RMSNorm over the full width, grid RoPE, mask."""
+    """Attention processor for diffusers' ``WanAttention``: qk RMSNorm over the full width, grid RoPE, mask.
+
+    ``attention_mask`` may also be a KV cache (an object with ``attend(layer, q, k, v)``, see :mod:`.streaming`);
+    ``layer_index`` (set by the transformer) tells it which block's cache to use.
+    """
+
+    layer_index: int = 0
 
     def __call__(self, attn: WanAttention, hidden_states: torch.Tensor,
                  encoder_hidden_states: torch.Tensor | None = None, attention_mask: Any = None,
@@ -64,7 +70,10 @@ class LingBotAttnProcessor:
         if rotary_emb is not None:
             query = apply_rope(query, rotary_emb)
             key = apply_rope(key, rotary_emb)
-        out = attention(query, key, value, attention_mask).type_as(query)
+        if hasattr(attention_mask, "attend"):  # duck-typed: streaming imports this module
+            out = attention_mask.attend(self.layer_index, query, key, value).type_as(query)
+        else:
+            out = attention(query, key, value, attention_mask).type_as(query)
         return attn.to_out[1](attn.to_out[0](out))
 
 

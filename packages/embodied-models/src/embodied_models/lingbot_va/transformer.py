@@ -64,6 +64,8 @@ class LingBotVATransformer(ModelMixin, ConfigMixin):
         self.condition_embedder_action.text_embedder.requires_grad_(False)
         self.blocks = nn.ModuleList([LingBotBlock(dim, ffn_dim, num_attention_heads, cross_attn_norm=cross_attn_norm,
                                                   eps=eps) for _ in range(num_layers)])
+        for index, block in enumerate(self.blocks):
+            block.attn1.processor.layer_index = index  # selects the block's KV cache in streaming inference
         self.norm_out = FP32LayerNorm(dim, eps, elementwise_affine=False)
         self.proj_out = nn.Linear(dim, out_channels * math.prod(self.patch_size))
         self.action_proj_out = nn.Linear(dim, action_dim)
