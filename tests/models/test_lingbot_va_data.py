@@ -174,3 +174,23 @@ def test_robotwin_tshape_tiling(cache):
     assert tiled.shape == (8, 2, 3, 2)
     side = load_file(str(episode_file(cache / "cache", 2)))["latents"]  # width_concat: [front | wrist] at 32x32
     torch.testing.assert_close(tiled[:, :, 1:], side[:, :, :, :2])  # the head (front) at full size, bottom rows
+
+
+def test_streaming_vae_encoder_matches_whole_clip_encoding(cache):
+    """Observations encoded chunk by chunk (1, then 4, then 8 frames) give the cache's whole-episode latents."""
+    from diffusers import AutoencoderKLWan
+    from safetensors.torch import load_file
+
+    from embodied_data.video.backends import make_backend
+    from embodied_models.lingbot_va.vae import StreamingVAEEncoder
+
+    config = load_config(training={"model_name": "lingbot_va_tiny"}, data={"latent_cache": str(cache / "cache")})
+    vae = AutoencoderKLWan.from_pretrained(str(cache / "base" / "vae")).eval()
+    backend = make_backend("pyav")
+    videos = [backend.decode(DATASET / f"videos/chunk-000/{cam}/episode_000000.mp4",
+                             [i / 30 for i in range(13)]).frames for cam in config.data.camera_keys]
+    encoder = StreamingVAEEncoder(vae, config.data)
+    chunks = [encoder([v[a:b] for v in videos]) for a, b in ((0, 1), (1, 5), (5, 13))]
+    streamed = torch.cat(chunks, dim=2)[0]
+    cached = load_file(str(episode_file(cache / "cache", 0)))["latents"].float()[:, :4]
+    torch.testing.assert_close(streamed.bfloat16().float(), cached, atol=0.02, rtol=0.02)  # cache holds bf16

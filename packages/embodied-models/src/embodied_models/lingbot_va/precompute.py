@@ -23,7 +23,6 @@ from typing import Any
 
 import attrs
 import torch
-from torch.nn import functional
 
 from embodied_core.errors import DataError, EmbodiedError, UsageError
 from embodied_models.lingbot_va.cache import (
@@ -38,6 +37,7 @@ from embodied_models.lingbot_va.cache import (
     write_cache_meta,
 )
 from embodied_models.lingbot_va.config import LingBotVADataConfig
+from embodied_models.lingbot_va.vae import encode_cameras, normalize_latents
 
 __all__ = ["PrecomputeResult", "clean_prompt", "main", "precompute_latents"]
 
@@ -93,18 +93,15 @@ def encode_texts(base: Path, prompts: dict[str, str], *, text_len: int, device: 
 
 
 class _EpisodeEncoder:
-    """Decodes an episode's strided frames per camera, VAE-encodes them and tiles the latents."""
+    """Decodes an episode's strided frames per camera and VAE-encodes the whole clip (see :mod:`.vae`)."""
 
     def __init__(self, meta: Any, data_config: LingBotVADataConfig, vae: Any, *, video_backend: str,
-                 device: torch.device, dtype: torch.dtype, tolerance_s: float) -> None:
+                 tolerance_s: float) -> None:
         from embodied_data.video.backends import make_backend
 
         self.meta, self.cfg, self.vae = meta, data_config, vae
         self.backend = make_backend(video_backend, cache_size=2)
-        self.device, self.dtype, self.tolerance_s = device, dtype, tolerance_s
-        z_dim = vae.config.z_dim
-        self.mean = torch.tensor(vae.config.latents_mean, dtype=torch.float32).view(1, z_dim, 1, 1, 1)
-        self.std = torch.tensor(vae.config.latents_std, dtype=torch.float32).view(1, z_dim, 1, 1, 1)
+        self.tolerance_s = tolerance_s
 
     def frame_ids(self, episode: int) -> torch.Tensor:
         length = self.meta.episodes[episode].length
@@ -122,28 +119,16 @@ class _EpisodeEncoder:
                             f"from the requested timestamps (tolerance_s={self.tolerance_s})")
         return decoded.frames  # [N, 3, H, W] uint8
 
-    def _encode(self, clips: list[torch.Tensor], size: tuple[int, int]) -> torch.Tensor:
-        """uint8 clips [N, 3, H, W] (one per camera) -> normalized latents [cams, C, L, h, w] (fp32, CPU)."""
-        videos = []
-        for clip in clips:
-            x = functional.interpolate(clip.float(), size=size, mode="bilinear", align_corners=False)
-            videos.append((x / 127.5 - 1.0).permute(1, 0, 2, 3))  # [3, N, H, W]
-        batch = torch.stack(videos).to(self.device, self.dtype)
+    def _encode(self, video: torch.Tensor, group: str) -> torch.Tensor:
+        param = next(self.vae.parameters())
         with torch.no_grad():
-            mu = self.vae.encode(batch).latent_dist.mode().float().cpu()
-        return (mu - self.mean) / self.std
+            mu = self.vae.encode(video.to(param.device, param.dtype)).latent_dist.mode()
+        return normalize_latents(mu, self.vae).cpu()
 
     def __call__(self, episode: int) -> dict[str, torch.Tensor]:
         ids = self.frame_ids(episode)
-        cams = self.cfg.camera_keys
-        clips = [self._frames(episode, cam, ids) for cam in cams]
-        h, w = self.cfg.image_size
-        if self.cfg.camera_layout == "robotwin_tshape":
-            head = self._encode(clips[:1], (h, w))[0]
-            left, right = self._encode(clips[1:], (h // 2, w // 2))
-            latents = torch.cat([torch.cat([left, right], dim=-1), head], dim=-2)
-        else:
-            latents = torch.cat(list(self._encode(clips, (h, w))), dim=-1)
+        clips = [self._frames(episode, cam, ids) for cam in self.cfg.camera_keys]
+        latents = encode_cameras(clips, self.cfg, self._encode)
         return {"latents": latents.to(torch.bfloat16), "frame_index": ids}
 
 
@@ -193,8 +178,7 @@ def precompute_latents(dataset_root: str | Path, *, base_model_path: str | Path,
             texts = encode_texts(base, prompts, text_len=text_len, device=device, dtype=dtype)
             write_atomic_safetensors(texts, cache / TEXT_NAME)
         write_cache_meta(cache, {**spec, "z_dim": vae.config.z_dim, "text_len": text_len})
-    encoder = _EpisodeEncoder(meta, data_config, vae, video_backend=video_backend, device=device, dtype=dtype,
-                              tolerance_s=tolerance_s)
+    encoder = _EpisodeEncoder(meta, data_config, vae, video_backend=video_backend, tolerance_s=tolerance_s)
     encoded, skipped = [], []
     for episode in selected[rank::world_size]:
         target = episode_file(cache, episode)
