@@ -51,6 +51,7 @@ def test_full_size_builds_on_meta_with_official_parameter_count(name):
     assert abs(count - OFFICIAL_PARAMS) / OFFICIAL_PARAMS < 0.005, count
     assert len(model.transformer.blocks) == 30 and model.transformer.config.num_attention_heads * 128 == 3072
     assert model.fsdp_units() == (LingBotBlock,)
+    assert model.video_schedule.sigmas.device.type == "cpu"  # not meta: the schedule is no parameter
 
 
 def test_tiny_forward_backward_uses_only_its_generator(tiny):

@@ -22,7 +22,8 @@ __all__ = ["FlowMatchSchedule", "StreamDraw", "draw_mask_params", "draw_stream",
 
 def sigma_schedule(shift: float, num_steps: int) -> torch.Tensor:
     """Shifted sigmas ``s*u / (1 + (s-1)*u)`` for ``u = linspace(1, 0, num_steps + 1)[:-1]`` (float32)."""
-    u = torch.linspace(1.0, 0.0, num_steps + 1)[:-1]
+    # Explicitly on the CPU: a model built under ``torch.device("meta")`` still needs real schedule values.
+    u = torch.linspace(1.0, 0.0, num_steps + 1, device="cpu")[:-1]
     return shift * u / (1 + (shift - 1) * u)
 
 
