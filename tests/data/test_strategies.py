@@ -177,8 +177,14 @@ def test_robot_type_on_real_datasets(tmp_path: Path) -> None:
 def test_check_dataset_reports_before_reading_data() -> None:
     from embodied_data.lerobot.factory import check_dataset
 
-    config = BaseDataConfig(camera_keys=["image"], state_key="state", action_key="actions")
+    config = BaseDataConfig(camera_keys=["image"], state_key="state", action_key="actions", state_dim=34,
+                            action_dim=34)
     assert check_dataset(_args(DATASETS_DIR / "lingzu_pi05_v30", split="3-6,10-12"), config) == []
+    narrow = BaseDataConfig(camera_keys=["image"], state_key="state", action_key="actions", state_dim=8,
+                            action_dim=34)
+    assert check_dataset(_args(DATASETS_DIR / "lingzu_pi05_v30", split="3-6,10-12"), narrow) == [
+        f"data.state_dim=8 but 'state' of {DATASETS_DIR / 'lingzu_pi05_v30'} has 34 values per frame; set "
+        "data.state_dim=34 (or choose a layout with --robot-type)"]
     problems = check_dataset(_args(DATASETS_DIR / "lingzu_pi05_v30"), config)
     assert len(problems) == 1 and "43 video file(s)" in problems[0] and "episode 0: " in problems[0]
     assert "is LeRobot v2.1" in check_dataset(_args(WRITTEN / "v21"), _synthetic_config())[0]

@@ -66,13 +66,29 @@ def check_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> list[str]:
         selected = select_episodes(meta, episodes=episodes, split=split)
     except EmbodiedError as exc:
         return [str(exc)]
+    problems = _dimension_problems(args, data_config, meta)
     missing = [f"episode {ep}: {meta.video_file(ep, cam)}" for cam in plan.camera_keys
                if meta.features[cam].is_video for ep in selected if not meta.video_file(ep, cam).exists()]
     if missing:
         more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
-        return [f"{meta.root}: {len(missing)} video file(s) of the selected episodes are missing: "
-                f"{'; '.join(missing[:3])}{more}; choose the downloaded episodes with --split, e.g. --split 3-6,10"]
-    return []
+        problems.append(f"{meta.root}: {len(missing)} video file(s) of the selected episodes are missing: "
+                        f"{'; '.join(missing[:3])}{more}; choose the downloaded episodes with --split, e.g. "
+                        "--split 3-6,10")
+    return problems
+
+
+def _dimension_problems(args: TrainingArgs, data_config: BaseDataConfig, meta: LeRobotMeta) -> list[str]:
+    """With the default strategy and no --robot-type, the model's state/action sizes must be the dataset's."""
+    if args.dataset_strategy != "default" or args.robot_type:
+        return []
+    problems = []
+    for field, key in (("state_dim", data_config.state_key), ("action_dim", data_config.action_key)):
+        feature = meta.features.get(key)
+        expected = getattr(data_config, field)
+        if feature is not None and feature.shape and feature.shape[-1] != expected:
+            problems.append(f"data.{field}={expected} but {key!r} of {meta.root} has {feature.shape[-1]} values "
+                            f"per frame; set data.{field}={feature.shape[-1]} (or choose a layout with --robot-type)")
+    return problems
 
 
 def build_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> LeRobotDataset:
