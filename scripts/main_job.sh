@@ -14,6 +14,6 @@ exec .venv/bin/embodied train \
     --dataset-format lerobot_datasets --dataset-path "$DATASET_DIR" \
     --train-iters 300 --per-device-batch-size 8 \
     --lr-base 1e-3 --lr-warmup-iters 20 --min-lr 1e-5 \
-    --dtype float32 --num-workers 2 --log-interval 25 --save-interval 150 \
+    --dtype float32 --num-workers 2 --log-interval 10 --save-interval 150 \
     data.state_dim=2 data.action_dim=2 \
     --output-dir "$OUTPUT_DIR" "$@"
