@@ -398,10 +398,11 @@ class BaseTrainer:
                 sink.close()
         self.runtime.restore()
         if hasattr(self, "strategy"):
-            # Release the wrapped model and optimizer first: a DDP reducer freed after its process group was
-            # destroyed can hang gloo's destructor on one rank, leaving torchrun waiting forever.
-            for name in ("model", "optimizer", "scheduler"):
-                self.__dict__.pop(name, None)
+            # Drop the distribution wrapper (the user's module stays in self.model) before the process group
+            # goes: a DDP reducer freed after its group was destroyed can hang gloo's destructor on one rank,
+            # leaving torchrun waiting forever.
+            if "model" in self.__dict__:
+                self.model = self.strategy.unwrap_model(self.model)
             gc.collect()
             self.strategy.close()
 
