@@ -19,6 +19,18 @@ from embodied_core import registry
 from embodied_core.trainer.api import Trainer
 
 
+def _record_before_close(trainer, built: dict) -> None:
+    """Records the wrapped model and optimizer while they exist (close() drops the distribution wrapper)."""
+    close = trainer.close
+
+    def record_then_close() -> None:
+        built.update(wrapper=type(trainer.model).__name__, optimizer=type(trainer.optimizer).__name__,
+                     param_dtypes=sorted({str(p.dtype) for p in trainer.model.parameters()}))
+        close()
+
+    trainer.close = record_then_close
+
+
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     registry.register("embodied.models", NAME, SPEC)
@@ -27,13 +39,12 @@ def main(spec_path: str) -> int:
     try:
         for run in spec["runs"]:
             trainer = Trainer({"training": run["training"], "model": run.get("model", {})}).build()
+            built: dict = {}
+            _record_before_close(trainer, built)
             trainer.train()
             mesh = getattr(trainer.strategy, "mesh", None)
             results[run["name"]] = {"strategy": type(trainer.strategy).__name__,
-                                    "wrapper": type(trainer.model).__name__,
-                                    "optimizer": type(trainer.optimizer).__name__,
-                                    "mesh": list(mesh.shape) if mesh is not None else None,
-                                    "param_dtypes": sorted({str(p.dtype) for p in trainer.model.parameters()})}
+                                    "mesh": list(mesh.shape) if mesh is not None else None, **built}
         if dist.get_rank() == 0:
             Path(spec["results"]).write_text(json.dumps(results, indent=2))
     finally:
