@@ -381,6 +381,7 @@ class BaseTrainer:
         """Final checkpoint (when saving is on and the last step was not saved), summary, loss curve, hooks."""
         if self.args.save_interval > 0 and not self.should_save() and self.state.step > 0:
             self.save_checkpoint()
+        self.checkpointer.wait()  # an async save in flight is committed before the run reports its end
         summary = self.summary()
         for sink in self.loggers:
             sink.log_summary(summary)
