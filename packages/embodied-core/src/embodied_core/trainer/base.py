@@ -202,12 +202,23 @@ class BaseTrainer:
         rank_state, shared = self.checkpointer.load(path, model=self.model, optimizer=self.optimizer,
                                                     scheduler=self.scheduler)
         self.state = TrainState(**shared["train_state"])
-        restore_rng_state(rank_state["rng"])
-        self.loader.load_state_dict(rank_state["dataloader"])
-        if self.scaler is not None and "grad_scaler" in rank_state:
-            self.scaler.load_state_dict(rank_state["grad_scaler"])
+        self.load_rank_state(rank_state, path=path)
         self.hooks.hook.on_load_checkpoint(step=self.state.step, path=str(path))
         logger.info("resumed from %s at step %d", path, self.state.step)
+
+    def rank_state(self) -> dict[str, Any]:
+        """This rank's checkpointed state: RNGs, data position, loss scale. Override to add entries (call super)."""
+        state: dict[str, Any] = {"rng": capture_rng_state(), "dataloader": self.loader.state_dict()}
+        if self.scaler is not None:
+            state["grad_scaler"] = self.scaler.state_dict()
+        return state
+
+    def load_rank_state(self, state: dict[str, Any], *, path: Path) -> None:
+        """Restores what :meth:`rank_state` saved (``path`` names the checkpoint in messages)."""
+        restore_rng_state(state["rng"])
+        self.loader.load_state_dict(state["dataloader"])
+        if self.scaler is not None and "grad_scaler" in state:
+            self.scaler.load_state_dict(state["grad_scaler"])
 
     # ------------------------------------------------------------------ loop
     def train(self) -> TrainResult:
@@ -355,12 +366,9 @@ class BaseTrainer:
 
     def save_checkpoint(self) -> Path:
         """Saves model, training state and counters for the current step."""
-        rank_state: dict[str, Any] = {"rng": capture_rng_state(), "dataloader": self.loader.state_dict()}
-        if self.scaler is not None:
-            rank_state["grad_scaler"] = self.scaler.state_dict()
         shared = {"train_state": attrs.asdict(self.state)}
         path = self.checkpointer.save(self.state.step, model=self.model, optimizer=self.optimizer,
-                                      scheduler=self.scheduler, rank_state=rank_state, shared_state=shared)
+                                      scheduler=self.scheduler, rank_state=self.rank_state(), shared_state=shared)
         self.last_checkpoint = path
         self.hooks.hook.on_save_checkpoint(step=self.state.step, path=str(path))
         return path

@@ -8,9 +8,7 @@ gets a diffusers ``transformer/`` folder that ``LingBotVATransformer.from_pretra
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +27,6 @@ _RNG_KEY = "model_rng"
 _RANK_SEED_STRIDE = 1_000_003  # keeps the streams of ranks apart for any seed
 
 
-@contextlib.contextmanager
-def _wrapped(obj: Any, name: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
-    # Wraps one bound method for the duration of a base-class call, so the base's save/restore logic is reused
-    # as it evolves instead of being copied here.
-    setattr(obj, name, wrap(getattr(obj, name)))
-    try:
-        yield
-    finally:
-        delattr(obj, name)
-
-
 class LingBotVATrainer(FinetuneTrainer):
     """Seeds the model generator from ``--seed`` and the rank, and keeps its state in each rank's checkpoint."""
 
@@ -52,20 +39,21 @@ class LingBotVATrainer(FinetuneTrainer):
         model.seed_rng(self.args.seed + _RANK_SEED_STRIDE * self.strategy.rank)
         return model
 
-    def restore(self, path: Path) -> None:
-        """Restores everything the base trainer restores, then the model's generator."""
-        def wrap(load: Callable[..., Any]) -> Callable[..., Any]:
-            def load_with_rng(*args: Any, **kwargs: Any) -> Any:
-                rank_state, shared = load(*args, **kwargs)
-                if _RNG_KEY in rank_state:
-                    self._inner().set_rng_state(rank_state[_RNG_KEY])
-                else:
-                    logger.warning("%s holds no LingBot-VA generator state; the model RNG restarts from --seed", path)
-                return rank_state, shared
-            return load_with_rng
+    def rank_state(self) -> dict[str, Any]:
+        """The base trainer's per-rank state plus the model's generator."""
+        return {**super().rank_state(), _RNG_KEY: self._inner().rng_state()}
 
-        with _wrapped(self.checkpointer, "load", wrap):
-            super().restore(path)
+    def load_rank_state(self, state: dict[str, Any], *, path: Path) -> None:
+        """Restores the base trainer's per-rank state, then the model's generator."""
+        super().load_rank_state(state, path=path)
+        if _RNG_KEY in state:
+            self._inner().set_rng_state(state[_RNG_KEY])
+        else:
+            logger.warning("%s holds no LingBot-VA generator state; the model RNG restarts from --seed", path)
+
+    def restore(self, path: Path) -> None:
+        """Restores everything; with ``model.resume_optimizer=rebuild`` the optimizer moments start fresh."""
+        super().restore(path)
         if getattr(self.config.model, "resume_optimizer", "restore") == "rebuild":
             # Fresh moments and step counts, as a newly built optimizer; the LR comes from the restored schedule.
             self.optimizer.state.clear()
@@ -83,14 +71,8 @@ class LingBotVATrainer(FinetuneTrainer):
         return out
 
     def save_checkpoint(self) -> Path:
-        """Saves the base trainer's checkpoint with the model generator added to each rank's state."""
-        def wrap(save: Callable[..., Path]) -> Callable[..., Path]:
-            def save_with_rng(step: int, *, rank_state: dict[str, Any], **kwargs: Any) -> Path:
-                return save(step, rank_state={**rank_state, _RNG_KEY: self._inner().rng_state()}, **kwargs)
-            return save_with_rng
-
-        with _wrapped(self.checkpointer, "save", wrap):
-            path = super().save_checkpoint()
+        """Saves the base trainer's checkpoint, plus a diffusers ``transformer/`` folder when asked."""
+        path = super().save_checkpoint()
         if getattr(self.config.model, "export_transformer", False) and self.strategy.is_main:
             self.export_transformer(path)
         return path
