@@ -94,7 +94,8 @@ def hand_loop_steps_per_s(args: argparse.Namespace) -> tuple[float, float]:
             return len(dataset)
 
         def __getitem__(self, index: int) -> Any:
-            return transforms.sample_transform(dataset[index])
+            sample = dataset[index]
+            return transforms.sample_transform(sample) if transforms.sample_transform else sample
 
     loader = DataLoader(Transformed(), batch_size=training.per_device_batch_size, shuffle=True, drop_last=True,
                         collate_fn=transforms.collate_fn, num_workers=training.num_workers,

@@ -88,5 +88,6 @@ def collate_samples(samples: Sequence[Mapping[str, Any]]) -> TensorBatch:
 class Transforms:
     """A model's data pipeline: a per-sample transform (runs in workers) and a collate function."""
 
-    sample_transform: Callable[[dict[str, Any]], dict[str, Any]] = attrs.field(default=lambda sample: sample)
+    sample_transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """Per-sample transform; None passes samples through unchanged (and skips per-sample RNG seeding)."""
     collate_fn: Callable[[Sequence[Mapping[str, Any]]], Any] = collate_samples

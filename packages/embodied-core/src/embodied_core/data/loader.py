@@ -34,7 +34,8 @@ def sample_seed(seed: int, epoch: int, index: int) -> int:
 class _SeededTransformDataset(Dataset):
     """Applies the sample transform under RNG state derived from ``(seed, epoch, index)``."""
 
-    def __init__(self, dataset: Any, transform: Callable[[dict[str, Any]], dict[str, Any]], seed: int) -> None:
+    def __init__(self, dataset: Any, transform: Callable[[dict[str, Any]], dict[str, Any]] | None,
+                 seed: int) -> None:
         self.dataset = dataset
         self.transform = transform
         self.seed = seed
@@ -58,6 +59,8 @@ class _SeededTransformDataset(Dataset):
     def __getitems__(self, keys: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
         """A whole batch (the DataLoader's batched fetch) under one save/restore of the global RNGs: saving
         and restoring NumPy's state costs ~0.1-0.2 ms, too much to pay per sample."""
+        if self.transform is None:  # no transform, no randomness to seed: the samples as the dataset gives them
+            return [self.dataset[index] for _, index in keys]
         py_state, np_state = random.getstate(), np.random.get_state()
         with torch.random.fork_rng(devices=[]):
             try:
@@ -92,7 +95,7 @@ class ResumableLoader:
         batch_size: int,
         share_fn: ShareFn,
         seed: int,
-        sample_transform: Callable[[dict[str, Any]], dict[str, Any]],
+        sample_transform: Callable[[dict[str, Any]], dict[str, Any]] | None,
         collate_fn: Callable[[Sequence[Mapping[str, Any]]], Any],
         shuffle: bool = True,
         num_workers: int = 0,
