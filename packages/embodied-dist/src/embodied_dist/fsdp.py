@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 from torch.distributed.tensor import DTensor
 
 from embodied_core.config.training_args import TrainingArgs
@@ -81,6 +81,10 @@ class FSDPStrategy(ProcessGroupStrategy):
         for _, unit in units:
             fully_shard(unit, mesh=self.mesh, reshard_after_forward=args.fsdp_reshard_default, mp_policy=policy)
         fully_shard(model, mesh=self.mesh, reshard_after_forward=args.fsdp_reshard_root, mp_policy=policy)
+        if callable(getattr(model, "sample_actions", None)):
+            # Inference goes through sample_actions, not forward: without this the root's parameters would not
+            # be all-gathered before it runs.
+            register_fsdp_forward_method(model, "sample_actions")
         if self.is_main:
             logger.info("FSDP units (%d): %s", len(units), ", ".join(n for n, _ in units) or "root only")
         return model
