@@ -32,6 +32,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.training_args import TrainingArgs
+from embodied_core.data.transport import PackingCollate, unpack_small_tensors
+from embodied_core.model_api import collate_samples
 from embodied_data.lerobot.dataset import LeRobotDataset
 from embodied_data.lerobot.factory import build_dataset
 
@@ -112,9 +114,16 @@ class Result:
 
 
 def run(dataset: Dataset, order: list[int], *, workers: int, batch_size: int,
-        checkpoints: tuple[int, ...] = ()) -> Result:
-    """Iterates ``order`` once; the first batch per worker is warm-up (decoders open, imports)."""
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=order, num_workers=workers,
+        checkpoints: tuple[int, ...] = (), ours: bool = False) -> Result:
+    """Iterates ``order`` once; the first batch per worker is warm-up (decoders open, imports).
+
+    ``ours`` uses what ``ResumableLoader`` uses: ``collate_samples``, and with workers the small-tensor
+    transport (``embodied_core.data.transport``).
+    """
+    collate = collate_samples if ours else None
+    if ours and workers:
+        collate = PackingCollate(collate_samples)
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=order, num_workers=workers, collate_fn=collate,
                         persistent_workers=False, prefetch_factor=2 if workers else None)
     iterator = iter(loader)
     pids = [w.pid for w in iterator._workers] if workers else []  # private: the worker pids
@@ -126,6 +135,8 @@ def run(dataset: Dataset, order: list[int], *, workers: int, batch_size: int,
     seen, rss, counted_from, start, cpu_start, cpu_end = 0, {}, 0, 0.0, 0.0, 0.0
     pending = sorted(checkpoints)
     for batch_index, batch in enumerate(iterator):
+        if ours and workers:
+            batch = unpack_small_tensors(batch)
         seen += len(batch) if isinstance(batch, torch.Tensor) else len(batch["index"])
         if batch_index + 1 == max(workers, 1):
             start, cpu_start, counted_from = time.perf_counter(), cpu(), seen
@@ -157,7 +168,7 @@ def main() -> None:
     for workers in opts.workers:
         ours_runs, bare_runs = [], []
         for _ in range(opts.rounds):  # alternate ours/bare: drifting load on a shared host hits both alike
-            ours_runs.append(run(ours, order, workers=workers, batch_size=opts.batch_size))
+            ours_runs.append(run(ours, order, workers=workers, batch_size=opts.batch_size, ours=True))
             bare_runs.append(run(bare, order, workers=workers, batch_size=opts.batch_size))
         wall_o = statistics.median(r.items_per_s for r in ours_runs)
         wall_b = statistics.median(r.items_per_s for r in bare_runs)
@@ -170,7 +181,7 @@ def main() -> None:
         rss_order = _order(len(ours), max(opts.rss_items), opts.seed + 1)
         for workers in opts.workers:
             rss = run(ours, rss_order, workers=workers, batch_size=opts.batch_size,
-                      checkpoints=tuple(opts.rss_items)).rss_kib
+                      checkpoints=tuple(opts.rss_items), ours=True).rss_kib
             first, last = min(rss), max(rss)
             growth = [b / a - 1 for a, b in zip(rss[first], rss[last], strict=True)]
             cells = " | ".join(f"{n} items: " + ", ".join(f"{v / 1024:.0f} MiB" for v in rss[n]) for n in sorted(rss))

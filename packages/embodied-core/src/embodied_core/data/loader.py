@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from embodied_core.data.samplers import ShareFn
 from embodied_core.data.streaming import StreamingShard, episode_blocks, streaming_order
+from embodied_core.data.transport import PackingCollate, unpack_small_tensors
 
 __all__ = ["ResumableLoader", "sample_seed"]
 
@@ -160,7 +161,7 @@ class ResumableLoader:
             dataset,
             batch_size=self.batch_size,
             sampler=sampler,
-            collate_fn=self.collate_fn,
+            collate_fn=PackingCollate(self.collate_fn) if self.num_workers > 0 else self.collate_fn,
             num_workers=self.num_workers,
             multiprocessing_context=self.multiprocessing_context,
             worker_init_fn=self._worker_init if self.seed_workers else None,
@@ -177,7 +178,7 @@ class ResumableLoader:
         while True:
             for batch in self._epoch_loader():
                 self.position += self.batch_size
-                yield batch
+                yield unpack_small_tensors(batch) if self.num_workers > 0 else batch
             self.epoch += 1
             self.position = 0
 
