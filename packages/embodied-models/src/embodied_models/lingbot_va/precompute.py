@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import torch
 
-from embodied_core.errors import DataError, EmbodiedError, UsageError
+from embodied_core.errors import DataError, UsageError
 from embodied_models.lingbot_va.cache import (
     META_NAME,
     TEXT_NAME,
@@ -222,10 +222,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (``embodied data precompute-latents``); returns the exit code."""
+    from embodied_core.cli import run_guarded
     from embodied_core.config.resolve import load_config
 
     args = _parser().parse_intermixed_args(list(sys.argv[1:] if argv is None else argv))
-    try:
+
+    def run() -> int:
         if not args.base_model_path:
             raise UsageError("--base-model-path (or BASE_MODEL_PATH) is required")
         bad = [o for o in args.overrides if not o.startswith("data.")]
@@ -239,15 +241,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     text_len=config.model.text_len, rank=args.rank, world_size=args.world_size,
                                     episodes=_parse_episodes(args.episodes), device=device,
                                     dtype=getattr(torch, args.dtype), video_backend=args.video_backend)
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except EmbodiedError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"rank {args.rank}/{args.world_size}: encoded {len(result.encoded)} episode(s), skipped "
-          f"{len(result.skipped)} already cached, cache {result.cache}")
-    return 0
+        print(f"rank {args.rank}/{args.world_size}: encoded {len(result.encoded)} episode(s), skipped "
+              f"{len(result.skipped)} already cached, cache {result.cache}")
+        return 0
+
+    return run_guarded(COMMAND, run)
 
 
 if __name__ == "__main__":
