@@ -15,13 +15,26 @@ __all__ = ["main"]
 _BUILTIN = {"train": "train a model plugin", "plugins": "list installed plugins"}
 
 
+def _describe_command(name: str) -> str:
+    entry = registry.get_entry(COMMANDS, name)
+    try:
+        description = registry.get_spec(COMMANDS, name).description  # a light spec module, no torch
+    except Exception as exc:  # a broken plugin must not break the listing
+        description = f"(failed to load: {type(exc).__name__})"
+    return f"{description} [{entry.distribution}]" if description else f"[{entry.distribution}]"
+
+
 def _usage() -> str:
-    lines = ["usage: embodied COMMAND [ARGS...]", "", "commands:"]
     commands = dict(_BUILTIN)
-    for name in registry.names(COMMANDS):
-        entry = registry.get_entry(COMMANDS, name)
-        commands[name] = f"(from {entry.distribution})"
-    lines += [f"  {name:<12}{help_}" for name, help_ in commands.items()]
+    installed = registry.names(COMMANDS)
+    for name in installed:
+        parent = name.split("-", 1)[0]
+        if "-" in name and parent in installed:
+            continue  # 'data-precompute-latents' is reached as 'embodied data precompute-latents'
+        commands[name] = _describe_command(name)
+    width = max(len(name) for name in commands) + 2
+    lines = ["usage: embodied COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}{help_}" for name, help_ in commands.items()]
     lines += ["", "Run 'embodied COMMAND --help' for a command's options."]
     return "\n".join(lines)
 
