@@ -30,7 +30,7 @@ def flex_vs_dense() -> None:
 
     from embodied_models.lingbot_va.transformer import LingBotVATransformer
 
-    fixture = Path("/work/shared/fixtures/lingbot_va_lerobot")
+    fixture = REPO.parent / "shared" / "fixtures" / "lingbot_va_lerobot"
     inputs = {k: v.cuda() for k, v in load_file(str(fixture / "inputs.safetensors")).items()}
     outs = {}
     for backend in ("sdpa", "flex"):

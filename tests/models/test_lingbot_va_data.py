@@ -17,9 +17,9 @@ from embodied_models.lingbot_va.cache import episode_file, read_cache_meta
 from embodied_models.lingbot_va.precompute import main as precompute_main
 from embodied_models.lingbot_va.precompute import precompute_latents
 from embodied_models.lingbot_va.transforms import make_transforms
+from tests.support import DATASETS_DIR
 
-DATASET = Path("/work/shared/datasets/lerobot_written/v21")
-pytestmark = pytest.mark.skipif(not DATASET.is_dir(), reason="lerobot_written/v21 dataset not present")
+DATASET = DATASETS_DIR / "lerobot_written" / "v21"
 WORDS = ["pick", "the", "red", "cube", "stack", "blue", "block"]
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -23,11 +22,9 @@ from embodied_models.lingbot_va.masks import StreamLayout, dense_stream_mask
 from embodied_models.lingbot_va.modeling import LingBotVAModel
 from embodied_models.lingbot_va.rope import action_grid_ids, video_grid_ids
 from embodied_models.lingbot_va.streams import draw_mask_params, draw_stream
+from tests.support import FIXTURES_DIR
 
-FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "lingbot_va_lerobot"
-if not FIXTURE.is_dir():
-    FIXTURE = Path("/work/shared/fixtures/lingbot_va_lerobot")
-pytestmark = pytest.mark.skipif(not FIXTURE.is_dir(), reason="golden fixture lingbot_va_lerobot not present")
+FIXTURE = FIXTURES_DIR / "lingbot_va_lerobot"
 
 INFER_TOL = 1e-5
 TRAIN_ATOL = 3e-2

@@ -15,11 +15,11 @@ import torch
 
 from embodied_core.config.resolve import load_config
 from embodied_models.lingbot_va.precompute import precompute_latents
+from tests.support import DATASETS_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "examples" / "lingbot_va" / "train.sh"
-DATASET = Path("/work/shared/datasets/lerobot_written/v21")
-pytestmark = pytest.mark.skipif(not DATASET.is_dir(), reason="lerobot_written/v21 dataset not present")
+DATASET = DATASETS_DIR / "lerobot_written" / "v21"
 
 
 def _free_port() -> int:
