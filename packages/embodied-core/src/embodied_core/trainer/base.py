@@ -223,8 +223,8 @@ class BaseTrainer:
     # ------------------------------------------------------------------ loop
     def train(self) -> TrainResult:
         """Runs setup, the training steps up to ``--train-iters`` and the final save."""
-        self.setup()
         try:
+            self.setup()  # inside the try: a failed setup still closes loggers and the process group
             self.hooks.hook.on_train_start(config=self.config, model=self.strategy.unwrap_model(self.model),
                                            output_dir=str(self.output_dir), start_step=self.state.step)
             self._started = (time.perf_counter(), self.state.step)
