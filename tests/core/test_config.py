@@ -133,7 +133,7 @@ def test_validation_reports_plugins_and_cross_field_rules(layered_model: str) ->
     config = load_config(layered_model, environ={}, training={
         "optimizer": "adamw", "dataset_format": "dummy_datasets", "video_backend": "pyav",
         "lr_group": "vision=fast", "resume": True, "resume_from": "/x", "lr_warmup_iters": 100,
-        "lr_decay_iters": 10})
+        "lr_decay_iters": 10, "tokenizer_path": "/tok"})
     with pytest.raises(ConfigError) as info:
         validate_run_config(config, world_size=1)
     problems = "\n".join(info.value.problems)
@@ -142,6 +142,7 @@ def test_validation_reports_plugins_and_cross_field_rules(layered_model: str) ->
     assert "--lr-group: 'vision=fast': learning rate 'fast' is not a number" in problems
     assert "--resume and --resume-from exclude each other" in problems
     assert "--lr-decay-iters 10 is shorter than --lr-warmup-iters 100" in problems
+    assert "--tokenizer-path: not read by --model-name layered" in problems  # a dead option is an error
 
 
 def test_not_yet_supported_values_fail_clearly(layered_model: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -128,6 +128,22 @@ def _check_format_flags(args: TrainingArgs, spec: DatasetFormatSpec, problems: l
         problems.append(f"--dataset-path is required with --dataset-format {args.dataset_format}")
 
 
+MODEL_SPECIFIC_FLAGS = ("tokenizer_path",)
+"""Flags read only by the models whose ModelSpec lists them in ``uses_flags``."""
+
+
+def _check_model_flags(config: RunConfig, problems: list[str]) -> None:
+    try:
+        spec = registry.get_spec(groups.MODELS, config.model_name, flag="--model-name")
+    except EmbodiedError:
+        return  # reported where the model was resolved
+    used = set(getattr(spec, "uses_flags", ()))
+    for field in MODEL_SPECIFIC_FLAGS:
+        if field not in used and getattr(config.training, field) is not None:
+            problems.append(f"{flag_name(field)}: not read by --model-name {config.model_name} (it has no "
+                            "tokenizer input); remove the flag")
+
+
 def _check_cross_field(args: TrainingArgs, world_size: int, problems: list[str]) -> None:
     if args.resume and args.resume_from:
         problems.append("--resume and --resume-from exclude each other: --resume picks the newest checkpoint "
@@ -176,6 +192,7 @@ def validate_run_config(config: RunConfig, *, world_size: int | None = None) -> 
     format_spec = _check_plugins(args, world_size, problems)
     if format_spec is not None:
         _check_format_flags(args, format_spec, problems)
+    _check_model_flags(config, problems)
     _check_cross_field(args, world_size, problems)
     problems.extend(distributed_problems(args))
     problems.extend(config.model.validate())

@@ -81,6 +81,9 @@ class ModelSpec(PluginSpec):
     data_config: type
     default_yaml: str | None = None
     transforms: str | None = None
+    uses_flags: tuple[str, ...] = ()
+    """``TrainingArgs`` fields only some models read (``tokenizer_path``): set for a model that does not list
+    it here, such a flag is an error rather than silently ignored."""
 
     def load_transforms(self) -> Any:
         """Imports and returns the transforms factory, or None when the model declares none."""

@@ -22,6 +22,7 @@ PI05 = ModelSpec(
     transforms="embodied_models.pi05.transforms:make_transforms",
     requires=("transformers",),
     install_hint="pip install 'transformers>=5.24,<5.25'",
+    uses_flags=("tokenizer_path",),
 )
 
 PI05_TINY = ModelSpec(
@@ -34,4 +35,5 @@ PI05_TINY = ModelSpec(
     transforms="embodied_models.pi05.transforms:make_transforms",
     requires=("transformers",),
     install_hint="pip install 'transformers>=5.24,<5.25'",
+    uses_flags=("tokenizer_path",),
 )
