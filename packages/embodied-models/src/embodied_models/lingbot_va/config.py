@@ -11,6 +11,7 @@ from __future__ import annotations
 import attrs
 
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
+from embodied_core.config.validators import positive, probability
 
 __all__ = ["ATTENTION_BACKENDS", "CAMERA_LAYOUTS", "LingBotVADataConfig", "LingBotVAModelConfig"]
 
@@ -24,14 +25,6 @@ VAE_TEMPORAL_DOWNSAMPLE = 4
 VAE_SPATIAL_DOWNSAMPLE = 16
 
 
-def _positive(instance: object, attribute: attrs.Attribute, value: float) -> None:
-    if value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0 (got {value})")
-
-
-def _probability(instance: object, attribute: attrs.Attribute, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{attribute.name} must be in [0, 1] (got {value})")
 
 
 @attrs.define(kw_only=True)
@@ -40,43 +33,43 @@ class LingBotVAModelConfig(BaseModelConfig):
 
     patch_size: tuple[int, int, int] = (1, 2, 2)
     """(frame, height, width) patch of the video latents; one token per patch."""
-    num_attention_heads: int = attrs.field(default=24, validator=_positive)
+    num_attention_heads: int = attrs.field(default=24, validator=positive)
     """Attention heads per block."""
-    attention_head_dim: int = attrs.field(default=128, validator=_positive)
+    attention_head_dim: int = attrs.field(default=128, validator=positive)
     """Channels per head; ``head_dim // 3`` must be even (3-D RoPE split)."""
-    in_channels: int = attrs.field(default=48, validator=_positive)
+    in_channels: int = attrs.field(default=48, validator=positive)
     """Channels of the video latents (the Wan2.2 VAE ``z_dim``)."""
-    out_channels: int = attrs.field(default=48, validator=_positive)
+    out_channels: int = attrs.field(default=48, validator=positive)
     """Channels of the predicted video velocity."""
-    action_dim: int = attrs.field(default=30, validator=_positive)
+    action_dim: int = attrs.field(default=30, validator=positive)
     """Width of the model's action space (embodiment channels are scattered into it)."""
     used_action_channel_ids: list[int] = attrs.field(factory=lambda: [0, 1, 2, 3, 4, 5, 28])
     """Model action channels the embodiment uses, in dataset action order; the rest are masked out."""
-    text_dim: int = attrs.field(default=4096, validator=_positive)
+    text_dim: int = attrs.field(default=4096, validator=positive)
     """Width of the text-encoder output (UMT5-XXL: 4096)."""
-    text_len: int = attrs.field(default=512, validator=_positive)
+    text_len: int = attrs.field(default=512, validator=positive)
     """Text positions the transformer sees (UMT5 max length; shorter prompts are zero padded)."""
-    freq_dim: int = attrs.field(default=256, validator=_positive)
+    freq_dim: int = attrs.field(default=256, validator=positive)
     """Sinusoidal timestep-embedding width."""
-    ffn_dim: int = attrs.field(default=14336, validator=_positive)
+    ffn_dim: int = attrs.field(default=14336, validator=positive)
     """Hidden width of each block's feed-forward network."""
-    num_layers: int = attrs.field(default=30, validator=_positive)
+    num_layers: int = attrs.field(default=30, validator=positive)
     """Number of transformer blocks."""
     cross_attn_norm: bool = True
     """LayerNorm (with affine) before the text cross-attention."""
-    eps: float = attrs.field(default=1e-6, validator=_positive)
+    eps: float = attrs.field(default=1e-6, validator=positive)
     """Epsilon of the layer and RMS norms."""
-    rope_theta: float = attrs.field(default=10000.0, validator=_positive)
+    rope_theta: float = attrs.field(default=10000.0, validator=positive)
     """RoPE base frequency."""
-    snr_shift: float = attrs.field(default=5.0, validator=_positive)
+    snr_shift: float = attrs.field(default=5.0, validator=positive)
     """Shift of the video flow-matching sigmas: sigma' = s*sigma / (1 + (s-1)*sigma)."""
-    action_snr_shift: float = attrs.field(default=1.0, validator=_positive)
+    action_snr_shift: float = attrs.field(default=1.0, validator=positive)
     """Shift of the action flow-matching sigmas."""
-    num_train_timesteps: int = attrs.field(default=1000, validator=_positive)
+    num_train_timesteps: int = attrs.field(default=1000, validator=positive)
     """Size of the discrete training schedule."""
-    noisy_cond_prob: float = attrs.field(default=0.5, validator=_probability)
+    noisy_cond_prob: float = attrs.field(default=0.5, validator=probability)
     """Probability that the clean (conditioning) video copy is itself noised at t in [0.5, 1)."""
-    text_dropout_prob: float = attrs.field(default=0.1, validator=_probability)
+    text_dropout_prob: float = attrs.field(default=0.1, validator=probability)
     """Probability per sample of replacing the prompt with the empty prompt (classifier-free guidance)."""
     chunk_size_range: tuple[int, int] = (1, 4)
     """Inclusive range of the frame chunk size of the block-causal mask, drawn per step."""
@@ -86,13 +79,13 @@ class LingBotVAModelConfig(BaseModelConfig):
     """'sdpa' (dense boolean mask), 'flex' (block-sparse flex attention, CUDA) or 'auto' (flex on CUDA)."""
     gradient_checkpointing: bool = False
     """Recompute each block in backward to save activation memory."""
-    num_inference_steps: int = attrs.field(default=20, validator=_positive)
+    num_inference_steps: int = attrs.field(default=20, validator=positive)
     """Video denoising steps of ``sample_actions``."""
-    action_num_inference_steps: int = attrs.field(default=50, validator=_positive)
+    action_num_inference_steps: int = attrs.field(default=50, validator=positive)
     """Action denoising steps of ``sample_actions``."""
-    guidance_scale: float = attrs.field(default=5.0, validator=_positive)
+    guidance_scale: float = attrs.field(default=5.0, validator=positive)
     """Classifier-free guidance of the video stream in ``sample_actions`` (> 1 needs ``null_text_emb``)."""
-    action_guidance_scale: float = attrs.field(default=1.0, validator=_positive)
+    action_guidance_scale: float = attrs.field(default=1.0, validator=positive)
     """Classifier-free guidance of the action stream in ``sample_actions`` (1: none)."""
     pretrained_path: str | None = None
     """``transformer/`` folder (or a folder holding one) loaded with a strict report when the model is built."""
@@ -155,11 +148,11 @@ class LingBotVADataConfig(BaseDataConfig):
     """Dimension of the dataset's state vector (not an input of the model)."""
     action_horizon: int = 16
     """Actions per sample = num_latent_frames * action_per_frame (checked)."""
-    num_latent_frames: int = attrs.field(default=4, validator=_positive)
+    num_latent_frames: int = attrs.field(default=4, validator=positive)
     """Latent frames per training sample (the first one is the conditioning frame)."""
-    action_per_frame: int = attrs.field(default=4, validator=_positive)
+    action_per_frame: int = attrs.field(default=4, validator=positive)
     """Actions per latent frame (LIBERO 4, RoboTwin 16)."""
-    video_stride: int = attrs.field(default=1, validator=_positive)
+    video_stride: int = attrs.field(default=1, validator=positive)
     """Dataset frames between two video frames fed to the VAE."""
     latent_cache: str = "latents"
     """Cache folder of VAE latents and text embeddings (relative to the dataset root, or absolute)."""

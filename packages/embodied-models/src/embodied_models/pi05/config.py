@@ -13,6 +13,7 @@ from typing import Literal
 import attrs
 
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
+from embodied_core.config.validators import positive
 
 __all__ = ["MAX_CAMERAS", "Pi05DataConfig", "Pi05ModelConfig"]
 
@@ -20,74 +21,70 @@ MAX_CAMERAS = 3
 """pi0.5 was trained with three image slots (base + two wrists); more would change the prefix layout."""
 
 
-def _positive(instance: object, attribute: attrs.Attribute, value: float) -> None:
-    if value <= 0:
-        raise ValueError(f"must be > 0 (got {value!r})")
-
 
 @attrs.define(kw_only=True)
 class Pi05ModelConfig(BaseModelConfig):
     """pi0.5 network sizes and flow-matching constants. Defaults are the official checkpoint's."""
 
     # --- VLM (PaliGemma's Gemma) ---
-    vlm_width: int = attrs.field(default=2048, validator=_positive)
+    vlm_width: int = attrs.field(default=2048, validator=positive)
     """Hidden width of the VLM (Gemma-2B: 2048)."""
-    vlm_mlp_dim: int = attrs.field(default=16384, validator=_positive)
+    vlm_mlp_dim: int = attrs.field(default=16384, validator=positive)
     """GeGLU inner width of the VLM."""
-    vocab_size: int = attrs.field(default=257152, validator=_positive)
+    vocab_size: int = attrs.field(default=257152, validator=positive)
     """Token embedding rows (PaliGemma tokenizer: 257152)."""
     # --- action expert ---
-    expert_width: int = attrs.field(default=1024, validator=_positive)
+    expert_width: int = attrs.field(default=1024, validator=positive)
     """Hidden width of the action expert (Gemma-300M shape: 1024); also the time-embedding width."""
-    expert_mlp_dim: int = attrs.field(default=4096, validator=_positive)
+    expert_mlp_dim: int = attrs.field(default=4096, validator=positive)
     """GeGLU inner width of the action expert."""
     # --- shared by both towers (joint attention needs equal depth and head layout) ---
-    depth: int = attrs.field(default=18, validator=_positive)
+    depth: int = attrs.field(default=18, validator=positive)
     """Number of layers of each tower."""
-    num_heads: int = attrs.field(default=8, validator=_positive)
+    num_heads: int = attrs.field(default=8, validator=positive)
     """Query heads of each tower."""
-    num_kv_heads: int = attrs.field(default=1, validator=_positive)
+    num_kv_heads: int = attrs.field(default=1, validator=positive)
     """Key/value heads of each tower (grouped-query attention)."""
-    head_dim: int = attrs.field(default=256, validator=_positive)
+    head_dim: int = attrs.field(default=256, validator=positive)
     """Per-head width of each tower."""
-    rms_norm_eps: float = attrs.field(default=1e-6, validator=_positive)
+    rms_norm_eps: float = attrs.field(default=1e-6, validator=positive)
     """RMSNorm / adaRMS epsilon."""
-    rope_theta: float = attrs.field(default=10000.0, validator=_positive)
+    rope_theta: float = attrs.field(default=10000.0, validator=positive)
     """RoPE base (both towers use the VLM's rotary embedding)."""
     # --- vision (SigLIP) ---
-    vision_width: int = attrs.field(default=1152, validator=_positive)
+    vision_width: int = attrs.field(default=1152, validator=positive)
     """SigLIP hidden width (So400m: 1152)."""
-    vision_depth: int = attrs.field(default=27, validator=_positive)
+    vision_depth: int = attrs.field(default=27, validator=positive)
     """SigLIP encoder layers."""
-    vision_mlp_dim: int = attrs.field(default=4304, validator=_positive)
+    vision_mlp_dim: int = attrs.field(default=4304, validator=positive)
     """SigLIP MLP width."""
-    vision_num_heads: int = attrs.field(default=16, validator=_positive)
+    vision_num_heads: int = attrs.field(default=16, validator=positive)
     """SigLIP attention heads."""
-    vision_patch_size: int = attrs.field(default=14, validator=_positive)
+    vision_patch_size: int = attrs.field(default=14, validator=positive)
     """SigLIP patch size; data.image_size must be a multiple of it."""
-    layer_norm_eps: float = attrs.field(default=1e-6, validator=_positive)
+    layer_norm_eps: float = attrs.field(default=1e-6, validator=positive)
     """SigLIP LayerNorm epsilon."""
     # --- action/state padding ---
-    max_action_dim: int = attrs.field(default=32, validator=_positive)
+    max_action_dim: int = attrs.field(default=32, validator=positive)
     """Actions are zero-padded to this width (the checkpoint's action_in/out projections)."""
-    max_state_dim: int = attrs.field(default=32, validator=_positive)
+    max_state_dim: int = attrs.field(default=32, validator=positive)
     """The state is zero-padded to this width before it is discretized into the prompt."""
-    max_token_len: int = attrs.field(default=200, validator=_positive)
+    max_token_len: int = attrs.field(default=200, validator=positive)
     """Prompt tokens per sample (padded/truncated)."""
     # --- flow matching ---
-    num_inference_steps: int = attrs.field(default=10, validator=_positive)
+    num_inference_steps: int = attrs.field(default=10, validator=positive)
     """Euler steps of sample_actions (t from 1 to 0)."""
-    min_period: float = attrs.field(default=4e-3, validator=_positive)
+    min_period: float = attrs.field(default=4e-3, validator=positive)
     """Shortest period of the sin-cos time embedding."""
-    max_period: float = attrs.field(default=4.0, validator=_positive)
+    max_period: float = attrs.field(default=4.0, validator=positive)
     """Longest period of the sin-cos time embedding."""
-    time_beta_alpha: float = attrs.field(default=1.5, validator=_positive)
+    time_beta_alpha: float = attrs.field(default=1.5, validator=positive)
     """Training time t ~ Beta(alpha, beta) * scale + offset."""
-    time_beta_beta: float = attrs.field(default=1.0, validator=_positive)
+    time_beta_beta: float = attrs.field(default=1.0, validator=positive)
     """See time_beta_alpha."""
-    time_scale: float = attrs.field(default=0.999, validator=_positive)
+    time_scale: float = attrs.field(default=0.999, validator=positive)
     """See time_beta_alpha."""
-    time_offset: float = attrs.field(default=0.001, validator=_positive)
+    time_offset: float = attrs.field(default=0.001, validator=positive)
     """See time_beta_alpha."""
     # --- execution ---
     attn_implementation: Literal["eager", "sdpa"] = "sdpa"
@@ -126,7 +123,7 @@ class Pi05DataConfig(BaseDataConfig):
 
     camera_keys: list[str] = attrs.field(factory=lambda: ["observation.images.front"])
     """Camera feature keys, in slot order (at most 3)."""
-    num_image_slots: int = attrs.field(default=MAX_CAMERAS, validator=_positive)
+    num_image_slots: int = attrs.field(default=MAX_CAMERAS, validator=positive)
     """Image slots in the prompt (pi0.5: 3); each costs (image_size/patch)^2 tokens."""
     image_size: tuple[int, int] = (224, 224)
     """Model resolution (square, a multiple of the SigLIP patch); frames are resized with padding to it."""

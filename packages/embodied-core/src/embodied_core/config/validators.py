@@ -1,0 +1,28 @@
+"""attrs field validators shared by every config (core flags and model plugins' sections).
+
+Messages name only the rule and the value; the converter prefixes the field's path (``model.width: ...``).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["non_negative", "positive", "probability"]
+
+
+def positive(instance: object, attribute: attrs.Attribute, value: int | float | None) -> None:
+    """``value > 0`` (None passes: optional fields)."""
+    if value is not None and not value > 0:
+        raise ValueError(f"must be > 0 (got {value!r})")
+
+
+def non_negative(instance: object, attribute: attrs.Attribute, value: int | float | None) -> None:
+    """``value >= 0`` (None passes)."""
+    if value is not None and value < 0:
+        raise ValueError(f"must be >= 0 (got {value!r})")
+
+
+def probability(instance: object, attribute: attrs.Attribute, value: float) -> None:
+    """``0 <= value <= 1``."""
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"must be in [0, 1] (got {value!r})")
