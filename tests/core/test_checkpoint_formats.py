@@ -9,10 +9,10 @@ import torch
 from safetensors.torch import save_file
 
 from embodied_core.checkpoint import find_latest, read_meta
+from embodied_core.checkpoint.checkpointer import load_model_file
 from embodied_core.checkpoint.pretrained import load_pretrained
 from embodied_core.errors import CheckpointError, ConfigError
 from embodied_core.trainer.api import Trainer
-from embodied_core.trainer.checkpointer import load_model_file
 from tests.core.trainer_support import build, losses, training
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from embodied_core.checkpoint import find_latest, read_meta
+from embodied_core.checkpoint.checkpointer import load_model_file
 from embodied_core.trainer.api import Trainer
-from embodied_core.trainer.checkpointer import load_model_file
 from tests.core.trainer_support import losses, training
 from tests.support import REPO_ROOT, clean_env
 
@@ -22,7 +22,7 @@ from tests.support import REPO_ROOT, clean_env
 _CHILD = """
 import sys, time
 from pathlib import Path
-from embodied_core.trainer import checkpointer
+from embodied_core.checkpoint import checkpointer
 from embodied_core.trainer.api import Trainer
 from tests.core.trainer_support import training
 

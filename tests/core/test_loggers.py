@@ -15,8 +15,8 @@ import torch
 from rich.console import Console
 
 from embodied_core.config.training_args import TrainingArgs
+from embodied_core.distributed.base import DistributedStrategy
 from embodied_core.loggers.progress import ProgressBarLogger, build_progress
-from embodied_core.strategies.base import DistributedStrategy
 from embodied_core.trainer.api import Trainer
 from embodied_core.trainer.metrics import StepRecord, reduce_step_metrics
 from tests.core.trainer_support import metrics, training

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from embodied_core.checkpoint import checkpointer as checkpointer_module
 from embodied_core.checkpoint import find_latest
-from embodied_core.trainer import checkpointer as checkpointer_module
 from embodied_core.trainer.api import Trainer
 from tests.support import run_embodied
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from embodied_core.strategies.dcp import load_dcp_keys
+from embodied_core.checkpoint.dcp import load_dcp_keys
 from embodied_dist.convert import main as checkpoint_main
 from tests.dist._launch import losses, run_single, torchrun, training
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.errors import ConfigError, UsageError
-from embodied_core.strategies.validation import (
+from embodied_core.distributed.validation import (
     distributed_problems,
     launch_env,
     launch_problems,

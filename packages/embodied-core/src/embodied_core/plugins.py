@@ -48,7 +48,7 @@ LAMBDA_LINEAR = _schedule("lambda_linear", "repeating cycles: warmup from --min-
 
 
 SINGLE = PluginSpec(name="single", description="one process, no wrapping",
-                    factory="embodied_core.strategies.base:build_single")
+                    factory="embodied_core.distributed.base:build_single")
 
 CYCLIC = PluginSpec(name="cyclic", description="rank r takes every world_size-th index",
                     factory="embodied_core.data.samplers:cyclic_sampler")

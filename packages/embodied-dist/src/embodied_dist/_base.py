@@ -23,9 +23,9 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from embodied_core.config.training_args import TrainingArgs
+from embodied_core.distributed.base import DistributedStrategy
+from embodied_core.distributed.validation import LaunchEnv, launch_env, launch_problems
 from embodied_core.errors import UsageError
-from embodied_core.strategies.base import DistributedStrategy
-from embodied_core.strategies.validation import LaunchEnv, launch_env, launch_problems
 
 __all__ = ["ProcessGroupStrategy"]
 

@@ -68,8 +68,8 @@ def convert(src: Path, dst: Path, *, fmt: str | None = None, optimizer: Path | N
     """
     import torch
 
-    from embodied_core.strategies.dcp import load_dcp_keys
-    from embodied_core.trainer.checkpointer import load_model_file, save_model_file
+    from embodied_core.checkpoint.checkpointer import load_model_file, save_model_file
+    from embodied_core.checkpoint.dcp import load_dcp_keys
 
     fmt = fmt or ("pt" if dst.suffix == ".pt" else "safetensors")
     if fmt not in ("safetensors", "pt"):

@@ -17,8 +17,8 @@ from torch.distributed.checkpoint.state_dict import get_model_state_dict
 from torch.nn.parallel import DistributedDataParallel
 
 from embodied_core.config.training_args import TrainingArgs
+from embodied_core.distributed.base import OptimizerFactory
 from embodied_core.model_api import ModelOutput
-from embodied_core.strategies.base import OptimizerFactory
 from embodied_dist import zero
 from embodied_dist._base import ProcessGroupStrategy
 

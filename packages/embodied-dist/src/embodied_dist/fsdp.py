@@ -20,7 +20,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.strategies.validation import shard_group_size
+from embodied_core.distributed.validation import shard_group_size
 from embodied_dist._base import ProcessGroupStrategy
 from embodied_dist.wrap import select_units
 

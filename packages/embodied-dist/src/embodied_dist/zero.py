@@ -19,8 +19,8 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 from torch.distributed.optim import ZeroRedundancyOptimizer
 
-from embodied_core.strategies.base import OptimizerFactory
-from embodied_core.strategies.dcp import load_dcp_keys
+from embodied_core.checkpoint.dcp import load_dcp_keys
+from embodied_core.distributed.base import OptimizerFactory
 
 __all__ = ["MasterWeightOptimizer", "build_zero_optimizer", "load_local_state_dict", "load_sharded",
            "local_state_dict"]

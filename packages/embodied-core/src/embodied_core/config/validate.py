@@ -17,10 +17,10 @@ from embodied_core import registry
 from embodied_core.config.layers import flag_name
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.training_args import TrainingArgs
+from embodied_core.distributed.validation import distributed_problems
 from embodied_core.errors import ConfigError, EmbodiedError, NotSupportedYetError, PluginLoadError, UsageError
 from embodied_core.registry import groups
 from embodied_core.registry.specs import DatasetFormatSpec
-from embodied_core.strategies.validation import distributed_problems
 
 __all__ = ["FORMAT_SPECIFIC_FLAGS", "parse_lr_groups", "validate_run_config", "world_size_from_env"]
 

@@ -26,6 +26,7 @@ import torch
 import yaml
 from torch import nn
 
+from embodied_core.checkpoint.checkpointer import Checkpointer
 from embodied_core.checkpoint.layout import checkpoints_root, find_latest
 from embodied_core.checkpoint.pretrained import load_pretrained
 from embodied_core.config.provenance import embodied_versions, plugin_versions
@@ -37,7 +38,6 @@ from embodied_core.optim.param_groups import build_param_groups, format_group_ta
 from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
 from embodied_core.trainer import components
-from embodied_core.trainer.checkpointer import Checkpointer
 from embodied_core.trainer.freeze import freeze_modules, parse_module_paths
 from embodied_core.trainer.metrics import StageTimer, StepRecord, lrs_by_group, reduce_step_metrics
 from embodied_core.trainer.rng import capture_rng_state, restore_rng_state, seed_everything

@@ -12,12 +12,12 @@ from embodied_core import registry
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.data.loader import ResumableLoader
+from embodied_core.distributed.base import DistributedStrategy, SingleProcessStrategy
 from embodied_core.loggers.base import MetricsLogger
 from embodied_core.model_api import Transforms
 from embodied_core.optim.param_groups import build_param_groups
 from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
-from embodied_core.strategies.base import DistributedStrategy, SingleProcessStrategy
 
 __all__ = ["build_data", "build_loggers", "build_optimizer", "build_optimizer_from_groups", "build_scheduler",
            "build_strategy", "parameter_groups"]

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.strategies.base import DistributedStrategy
+from embodied_core.distributed.base import DistributedStrategy
 
 __all__ = ["STAGES", "StageTimer", "StepRecord", "lrs_by_group", "reduce_step_metrics"]
 

@@ -30,8 +30,8 @@ from embodied_core.checkpoint.layout import (
 )
 from embodied_core.checkpoint.writer import fsync_dir, point_latest_to, remove_stale_temporaries
 from embodied_core.config.provenance import embodied_versions
+from embodied_core.distributed.base import DistributedStrategy
 from embodied_core.errors import CheckpointError
-from embodied_core.strategies.base import DistributedStrategy
 
 __all__ = ["Checkpointer", "load_model_file", "save_model_file"]
 
@@ -101,8 +101,8 @@ class Checkpointer:
         self.save_training_state = save_training_state
         self.keep_last = keep_last
         self._dcp: Any = None
-        if save_format == "dcp":  # sharded: every rank writes (embodied_core.strategies.dcp)
-            from embodied_core.strategies.dcp import DcpCheckpointWriter
+        if save_format == "dcp":  # sharded: every rank writes (embodied_core.checkpoint.dcp)
+            from embodied_core.checkpoint.dcp import DcpCheckpointWriter
 
             async_save = strategy.args.async_save if async_save is None else async_save
             self._dcp = DcpCheckpointWriter(self.root, strategy, async_save=async_save,
@@ -176,7 +176,7 @@ class Checkpointer:
         """Restores model, optimizer and scheduler from ``path``; returns ``(rank_state, shared_state)``."""
         meta = read_meta(path)
         if meta.get("format") == "dcp":
-            from embodied_core.strategies.dcp import load_dcp_checkpoint
+            from embodied_core.checkpoint.dcp import load_dcp_checkpoint
 
             return load_dcp_checkpoint(path, self.strategy, model=model, optimizer=optimizer, scheduler=scheduler,
                                        meta=meta)

@@ -33,8 +33,8 @@ from torch import nn
 from embodied_core.checkpoint.layout import META_FILE, TRAINING_STATE_DIR, step_dir
 from embodied_core.checkpoint.writer import fsync_dir, point_latest_to, remove_stale_temporaries
 from embodied_core.config.provenance import embodied_versions
+from embodied_core.distributed.base import DistributedStrategy
 from embodied_core.errors import CheckpointError
-from embodied_core.strategies.base import DistributedStrategy
 
 __all__ = ["DCP_DIR", "DcpCheckpointWriter", "dcp_keys", "load_dcp_checkpoint", "load_dcp_keys"]
 
