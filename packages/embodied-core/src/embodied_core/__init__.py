@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from embodied_core.config.training_args import TrainingArgs
     from embodied_core.hooks import hookimpl
     from embodied_core.model_api import ModelOutput, TensorBatch, Transforms
+    from embodied_core.model_base import EmbodiedModel
+    from embodied_core.protocols import DatasetFeature, ModelPlugin, Policy, PolicyMetadata, TrainingDataset
     from embodied_core.registry import register
     from embodied_core.trainer.api import Trainer
 
@@ -25,12 +27,18 @@ __all__ = [
     "BaseDataConfig",
     "BaseModelConfig",
     "ConfigError",
+    "DatasetFeature",
     "EmbodiedError",
+    "EmbodiedModel",
     "ModelOutput",
+    "ModelPlugin",
+    "Policy",
+    "PolicyMetadata",
     "RunConfig",
     "TensorBatch",
     "Trainer",
     "TrainingArgs",
+    "TrainingDataset",
     "Transforms",
     "UsageError",
     "hookimpl",
@@ -50,6 +58,12 @@ _LAZY = {
     "TensorBatch": "embodied_core.model_api",
     "Transforms": "embodied_core.model_api",
     "Trainer": "embodied_core.trainer.api",
+    "EmbodiedModel": "embodied_core.model_base",
+    "DatasetFeature": "embodied_core.protocols",
+    "ModelPlugin": "embodied_core.protocols",
+    "Policy": "embodied_core.protocols",
+    "PolicyMetadata": "embodied_core.protocols",
+    "TrainingDataset": "embodied_core.protocols",
 }
 
 

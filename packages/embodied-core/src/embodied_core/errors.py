@@ -16,6 +16,7 @@ __all__ = [
     "DataError",
     "EmbodiedError",
     "NotSupportedYetError",
+    "ObservationError",
     "PluginError",
     "PluginLoadError",
     "UnknownPluginError",
@@ -53,6 +54,11 @@ class ConfigError(UsageError):
 
 class NotSupportedYetError(UsageError):
     """A flag value whose feature is not available in the installed packages."""
+
+
+class ObservationError(UsageError):
+    """An observation handed to a policy lacks a key, has an extra one, or has the wrong shape or dtype; the
+    message names the key, what was received and what is expected."""
 
 
 class PluginError(UsageError):

@@ -86,8 +86,14 @@ def collate_samples(samples: Sequence[Mapping[str, Any]]) -> TensorBatch:
 
 @attrs.define
 class Transforms:
-    """A model's data pipeline: a per-sample transform (runs in workers) and a collate function."""
+    """A model's data pipeline, shared by training and inference: a per-sample transform (runs in workers), a
+    collate function and the postprocessing of sampled actions (what ``make_transforms`` returns)."""
 
     sample_transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    """Per-sample transform; None passes samples through unchanged (and skips per-sample RNG seeding)."""
+    """Per-sample transform; None passes samples through unchanged (and skips per-sample RNG seeding).
+    It also receives inference observations: the same keys without ``action`` (a transform must not need it)."""
     collate_fn: Callable[[Sequence[Mapping[str, Any]]], Any] = collate_samples
+    """Stacks transformed samples into the model's PreparedBatch."""
+    postprocess_actions: Callable[[torch.Tensor], torch.Tensor] | None = None
+    """Inference: ``model.sample_actions`` output ``[B, H, D_model]`` -> dataset units ``[B, H, action_dim]``
+    (unnormalize, drop padding dims); None when the model's actions already are in dataset units."""

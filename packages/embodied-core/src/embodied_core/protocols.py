@@ -1,0 +1,246 @@
+"""The declared seams between packages: what a model plugin, a training dataset, a transforms factory and a
+policy are.
+
+Core never probes a plugin for optional members (no ``getattr``/``hasattr``): a model plugin implements every
+member of :class:`ModelPlugin` (subclass :class:`embodied_core.model_base.EmbodiedModel` for the defaults), a
+dataset format returns a :class:`TrainingDataset`, and a model's ``make_transforms`` has the signature of
+:class:`MakeTransforms`. :func:`missing_members` names what an object lacks, so selecting a plugin that does
+not implement its protocol is an error naming the member, raised right after the plugin is built.
+
+This module imports no torch; the types it names are for type checkers and documentation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from embodied_core.checkpoint.keymap import LoadReport
+    from embodied_core.model_api import ModelOutput, Transforms
+
+__all__ = [
+    "DATASET_MEMBERS",
+    "MODEL_MEMBERS",
+    "POLICY_MEMBERS",
+    "DatasetFeature",
+    "MakeTransforms",
+    "ModelPlugin",
+    "Policy",
+    "PolicyMetadata",
+    "Stats",
+    "TrainingDataset",
+    "missing_members",
+]
+
+Stats = Mapping[str, Mapping[str, "np.ndarray"]]
+"""Normalization statistics: ``{feature key: {"mean"|"std"|"min"|"max"|"q01"|"q99"|...: float64 array [D]}}``."""
+
+
+# ---------------------------------------------------------------------------------------------- models
+@runtime_checkable
+class ModelPlugin(Protocol):
+    """What the ``nn.Module`` a model plugin's factory returns implements (DESIGN 6).
+
+    The factory named by ``ModelSpec.factory`` is ``build_model(model_config, data_config) -> ModelPlugin``.
+    """
+
+    def forward(self, batch: Any) -> ModelOutput:
+        """Training loss of one collated batch: ``ModelOutput(loss, metrics)``; no ``.item()`` (no host sync)."""
+        ...
+
+    def sample_actions(self, batch: Any, noise: Any = None, num_steps: int | None = None) -> torch.Tensor:
+        """Inference: the normalized action chunk ``[B, H, D_model]`` for a collated batch without actions.
+
+        ``noise`` (model-specific: a tensor, or a dict of tensors) makes sampling deterministic; ``num_steps``
+        overrides the configured number of denoising steps. Postprocessing to dataset units is the
+        transforms' job (:attr:`Transforms.postprocess_actions`).
+        """
+        ...
+
+    def fsdp_units(self) -> tuple[type[nn.Module], ...]:
+        """Module classes that are natural FSDP / activation-checkpointing / compile units (transformer
+        blocks); ``()`` when the model has none (FSDP then shards the root only)."""
+        ...
+
+    def no_weight_decay(self) -> frozenset[str]:
+        """Full parameter names exempt from weight decay beyond biases and norm weights (adaLN tables,
+        embeddings); ``frozenset()`` when none."""
+        ...
+
+    def load_pretrained_checkpoint(self, path: str | Path) -> LoadReport:
+        """Loads ``--pretrained-checkpoint`` strictly (official / lerobot layouts through the model's key map,
+        or an embodied checkpoint) and returns the report; raises ``CheckpointError`` on any problem."""
+        ...
+
+    def default_lora_targets(self) -> tuple[str, ...]:
+        """Module-name patterns LoRA adapts when ``--lora-target-modules`` is not given; ``()`` when the model
+        declares none."""
+        ...
+
+
+MODEL_MEMBERS: tuple[str, ...] = ("forward", "sample_actions", "fsdp_units", "no_weight_decay",
+                                  "load_pretrained_checkpoint", "default_lora_targets")
+"""Members every model plugin implements (checked when the model is built)."""
+
+
+# ---------------------------------------------------------------------------------------------- datasets
+@attrs.frozen(kw_only=True)
+class DatasetFeature:
+    """Metadata of one dataset feature (a LeRobot ``info.json`` feature, an HDF5 dataset, ...).
+
+    Attributes:
+        key: the sample key (``observation.state``, ``action``, ``observation.images.front``).
+        dtype: ``"video"``, ``"image"`` or a numpy dtype name (``"float32"``).
+        shape: per-frame shape as stored (``(D,)`` for vectors, ``(H, W, C)`` for frames).
+        names: per-dimension names when the dataset declares them (``("x", "y")``), else None.
+    """
+
+    key: str
+    dtype: str
+    shape: tuple[int, ...]
+    names: tuple[str, ...] | None = None
+
+    @property
+    def is_visual(self) -> bool:
+        """Whether the feature is a camera stream (video or image frames)."""
+        return self.dtype in ("video", "image")
+
+
+@runtime_checkable
+class TrainingDataset(Protocol):
+    """What a dataset format's factory returns: a map-style dataset of sample dicts with LeRobot keys.
+
+    A sample holds ``observation.images.<cam>`` (uint8 ``[C, H, W]`` or ``[T, C, H, W]``), ``observation.state``,
+    ``action`` (``[H, D]`` with ``action_is_pad``), ``task`` (str), ``index``, ``episode_index``,
+    ``frame_index``, ``timestamp`` and ``<key>_is_pad`` for every key queried with time offsets (DESIGN 5).
+    """
+
+    root: Path | None
+    """The dataset's folder (None for generated datasets)."""
+
+    episodes: Sequence[int] | None
+    """The selected episode indices (None: every episode, or a dataset without episodes)."""
+
+    def __len__(self) -> int:
+        """Number of samples."""
+        ...
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        """One sample dict."""
+        ...
+
+    @property
+    def stats(self) -> Stats:
+        """Normalization statistics of the selected episodes' non-visual features (read from the dataset's
+        files, or computed once and cached). Core resolves them once and hands them to ``make_transforms``."""
+        ...
+
+    @property
+    def features(self) -> Mapping[str, DatasetFeature]:
+        """Feature metadata by key, in the dataset's declared order (cameras in their order)."""
+        ...
+
+    @property
+    def fps(self) -> float | None:
+        """Frames per second of the recording (None when the dataset has no time base)."""
+        ...
+
+    def episode_ranges(self) -> list[tuple[int, int]]:
+        """``[start, end)`` sample-index ranges of the selected episodes, in order (streaming reads these)."""
+        ...
+
+
+DATASET_MEMBERS: tuple[str, ...] = ("root", "episodes", "stats", "features", "fps", "episode_ranges")
+"""Members every training dataset implements beyond ``__len__`` / ``__getitem__``."""
+
+
+class MakeTransforms(Protocol):
+    """Signature of the factory named by ``ModelSpec.transforms``.
+
+    ``stats`` are the statistics core resolved from the dataset (:attr:`TrainingDataset.stats`) at training
+    time, or the ones stored in a policy folder at inference time; a model never reads dataset internals.
+    The returned :class:`~embodied_core.model_api.Transforms` is used unchanged for training and inference.
+    """
+
+    def __call__(self, model_config: Any, data_config: Any, *, stats: Stats | None) -> Transforms: ...
+
+
+# ---------------------------------------------------------------------------------------------- policies
+@attrs.frozen(kw_only=True)
+class PolicyMetadata:
+    """What a client needs to know about a policy (sent by ``embodied serve`` on connect).
+
+    Attributes:
+        model_name: the model plugin (``pi05_tiny``).
+        plugin_version: version of the distribution providing it.
+        checkpoint: the folder the policy was loaded from.
+        step: the training step of the checkpoint (None for an exported folder without one).
+        camera_keys: LeRobot camera keys the policy reads, in the order of training.
+        image_shape: ``(H, W, C)`` of the frames a client sends (the dataset's frame size).
+        state_key, state_dim, state_names: the proprioceptive input.
+        action_key, action_dim, action_names: the output.
+        action_horizon: number of actions per predicted chunk (H).
+        fps: the control rate of the training data.
+        needs_task: whether observations must carry a ``task`` string.
+        device: where inference runs.
+    """
+
+    model_name: str
+    plugin_version: str
+    checkpoint: str
+    step: int | None
+    camera_keys: tuple[str, ...]
+    image_shape: tuple[int, int, int]
+    state_key: str
+    state_dim: int
+    state_names: tuple[str, ...] | None
+    action_key: str
+    action_dim: int
+    action_names: tuple[str, ...] | None
+    action_horizon: int
+    fps: float | None
+    needs_task: bool
+    device: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON/msgpack-serializable data (tuples become lists)."""
+        return attrs.asdict(self, retain_collection_types=False)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A trained checkpoint as a robot runs it (``embodied_core.load_policy``)."""
+
+    metadata: PolicyMetadata
+
+    def predict_action(self, observation: Mapping[str, Any]) -> np.ndarray:
+        """Raw observation in, raw action chunk out.
+
+        ``observation`` has LeRobot keys: ``observation.images.<cam>`` (uint8, HWC or CHW), ``observation.state``
+        (float ``[state_dim]``) and ``task`` (str) when :attr:`PolicyMetadata.needs_task`. Returns float32
+        ``[action_horizon, action_dim]`` in dataset units, with exactly training's pre- and post-processing.
+        A bad observation raises ``ObservationError`` naming the key and what is expected; the policy stays
+        usable. Noise comes from the policy's own generator (seeded at load and by :meth:`reset`).
+        """
+        ...
+
+    def reset(self) -> None:
+        """Starts a new episode: clears closed-loop state and reseeds the noise generator."""
+        ...
+
+
+POLICY_MEMBERS: tuple[str, ...] = ("metadata", "predict_action", "reset")
+
+
+def missing_members(obj: Any, members: Sequence[str]) -> list[str]:
+    """The names in ``members`` that ``obj`` does not define (attributes, methods or properties)."""
+    defined = set(dir(obj))
+    return [name for name in members if name not in defined]
