@@ -15,6 +15,8 @@ LOGGERS = "embodied.loggers"
 HOOKS = "embodied.hooks"
 COMMANDS = "embodied.commands"
 """Sub-commands of the ``embodied`` CLI contributed by packages (``embodied data``, ``embodied checkpoint``)."""
+ENVS = "embodied.envs"
+"""Evaluation environments of ``embodied eval --env`` (``synth_reach``, ``pusht``, ...)."""
 
 ALL_GROUPS: tuple[str, ...] = (
     MODELS,
@@ -29,4 +31,5 @@ ALL_GROUPS: tuple[str, ...] = (
     LOGGERS,
     HOOKS,
     COMMANDS,
+    ENVS,
 )
