@@ -1,15 +1,15 @@
-"""Specs of the dataset formats in this sub-package (named by entry points; imports no torch)."""
+"""Spec of the ``dummy_datasets`` format (named by its entry point; imports no torch)."""
 
 from __future__ import annotations
 
 from embodied_core.registry import DatasetFormatSpec
 
-__all__ = ["HDF5_DATASETS"]
+__all__ = ["DUMMY_DATASETS"]
 
-HDF5_DATASETS = DatasetFormatSpec(
-    name="hdf5_datasets",
-    description="robomimic (data/demo_N, mask/<split>) and ALOHA/ACT (one file per episode) HDF5 with LeRobot keys",
-    factory="embodied_data.hdf5.dataset:build_hdf5_dataset",
-    uses_flags=("split", "streaming"),
-    needs_path=True,
+DUMMY_DATASETS = DatasetFormatSpec(
+    name="dummy_datasets",
+    description="random samples with the LeRobot keys, shaped from the model's DataConfig",
+    factory="embodied_data.formats.dummy:build_dummy_dataset",
+    uses_flags=("num_samples", "streaming"),
+    needs_path=False,
 )

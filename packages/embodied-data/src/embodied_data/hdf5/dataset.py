@@ -21,8 +21,9 @@ from torch.utils.data import Dataset
 
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.errors import DataError, did_you_mean
+from embodied_core.errors import DataError
 from embodied_data.hdf5.layouts import Hdf5Episode, Hdf5Index, Source, scan_hdf5
+from embodied_data.hdf5.preflight import missing_keys_problem
 
 __all__ = ["Hdf5Dataset", "Hdf5Meta", "build_hdf5_dataset", "decode_jpeg"]
 
@@ -96,13 +97,9 @@ class Hdf5Dataset(Dataset):
         self.meta = Hdf5Meta(self)
 
     def _check_keys(self) -> None:
-        available = list(self.index.features)
-        wanted = [self.config.action_key, self.config.state_key, *self.config.camera_keys]
-        missing = [k for k in wanted if k not in available]
-        if missing:
-            lines = [f"{k!r}{did_you_mean(k, available)}" for k in missing]
-            raise DataError(f"{self.index.root} ({self.index.layout} layout) has no {', '.join(lines)}; its keys: "
-                            f"{', '.join(available)} (set data.camera_keys / data.state_key / data.action_key)")
+        problem = missing_keys_problem(self.index, self.config)
+        if problem:
+            raise DataError(problem)
 
     def __len__(self) -> int:
         return self._starts[-1]

@@ -30,6 +30,7 @@ import numpy as np
 
 from embodied_core.errors import DataError, UsageError, did_you_mean
 from embodied_data.lerobot.features import SUPPORTED_VERSIONS, FeatureInfo, parse_features, parse_splits
+from embodied_data.parquet import read_schema, read_table
 
 __all__ = ["EpisodeInfo", "LeRobotMeta", "VideoSegment", "format_ranges", "read_version"]
 
@@ -275,18 +276,16 @@ def _episode_parquet_files(root: Path) -> list[Path]:
 
 
 def _load_episodes_v30(root: Path, video_keys: list[str]) -> dict[int, EpisodeInfo]:
-    import pyarrow.parquet as pq
-
     episodes: dict[int, EpisodeInfo] = {}
     for path in _episode_parquet_files(root):
-        names = pq.read_schema(path).names
+        names = read_schema(path).names
         required = ("episode_index", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
                     "dataset_to_index")
         missing = [c for c in required if c not in names]
         if missing:
             raise DataError(f"{path}: missing columns {missing}")
         wanted = [c for c in names if not c.startswith("stats/")]  # stats are read only when asked for
-        for row in pq.read_table(path, columns=wanted).to_pylist():
+        for row in read_table(path, columns=wanted).to_pylist():
             videos = {}
             for cam in video_keys:
                 prefix = f"videos/{cam}/"
@@ -309,11 +308,9 @@ def _load_tasks_jsonl(path: Path) -> dict[int, str]:
 
 
 def _load_tasks_parquet(path: Path) -> dict[int, str]:
-    import pyarrow.parquet as pq
-
     if not path.exists():
         raise DataError(f"{path}: missing (LeRobot v3.0 tasks table)")
-    table = pq.read_table(path)
+    table = read_table(path)
     # lerobot writes the task string as the pandas index, which pyarrow names __index_level_0__
     column = next((c for c in ("task", "__index_level_0__") if c in table.column_names), None)
     if column is None or "task_index" not in table.column_names:
@@ -324,15 +321,13 @@ def _load_tasks_parquet(path: Path) -> dict[int, str]:
 
 
 def _episode_stats_v30(root: Path) -> dict[int, dict[str, dict[str, np.ndarray]]]:
-    import pyarrow.parquet as pq
-
     out: dict[int, dict[str, dict[str, np.ndarray]]] = {}
     for path in _episode_parquet_files(root):
-        names = pq.read_schema(path).names
+        names = read_schema(path).names
         stat_cols = [c for c in names if c.startswith("stats/")]
         if not stat_cols:
             continue
-        table = pq.read_table(path, columns=["episode_index", *stat_cols])
+        table = read_table(path, columns=["episode_index", *stat_cols])
         columns = {c: table.column(c).to_pylist() for c in stat_cols}
         for row, ep in enumerate(table.column("episode_index").to_pylist()):
             stats: dict[str, dict[str, np.ndarray]] = {}

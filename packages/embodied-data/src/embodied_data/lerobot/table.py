@@ -16,6 +16,7 @@ import numpy as np
 
 from embodied_core.errors import DataError
 from embodied_data.lerobot.metadata import LeRobotMeta
+from embodied_data.parquet import read_schema, read_table
 
 __all__ = ["EpisodeTable", "load_table"]
 
@@ -62,15 +63,14 @@ def _column_to_numpy(column: Any, *, name: str, path: Path) -> np.ndarray:
 
 def _read_file(path: Path, wanted: Sequence[str], episodes: set[int]) -> dict[str, np.ndarray]:
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     if not path.exists():
         raise DataError(f"data file {path} is missing (needed for episodes {sorted(episodes)})")
-    names = pq.read_schema(path).names
+    names = read_schema(path).names
     missing = [c for c in ("index", "episode_index") if c not in names]
     if missing:
         raise DataError(f"{path}: required columns {missing} are missing")
-    table = pq.read_table(path, columns=[c for c in wanted if c in names])
+    table = read_table(path, columns=[c for c in wanted if c in names])
     file_episodes = set(np.unique(table.column("episode_index").to_numpy()).tolist())
     if not file_episodes <= episodes:  # v3.0: the file holds other episodes too
         table = table.filter(pc.is_in(table.column("episode_index"), value_set=_pa_array(sorted(episodes))))

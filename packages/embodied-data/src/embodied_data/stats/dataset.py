@@ -21,6 +21,7 @@ import attrs
 import numpy as np
 
 from embodied_core.errors import DataError
+from embodied_data.parquet import read_schema, read_table
 from embodied_data.stats.compute import QUANTILES, aggregate_stats, compute_feature_stats, compute_image_stats
 from embodied_data.stats.frames import decode_frames_at, sample_positions
 from embodied_data.stats.io import read_episodes_stats_jsonl, read_stats_json, read_v30_episode_stats, select_episodes
@@ -60,8 +61,6 @@ def _rows_by_file(meta: LeRobotMeta, episodes: Iterable[int], columns: list[str]
     """Tables of ``columns`` (+ ``episode_index``) per data file, filtered to ``episodes``."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     by_file: dict[Path, list[int]] = {}
     for ep in episodes:
         by_file.setdefault(meta.data_file(ep), []).append(ep)
@@ -69,10 +68,10 @@ def _rows_by_file(meta: LeRobotMeta, episodes: Iterable[int], columns: list[str]
         if not file.is_file():
             raise DataError(f"data file missing: {file} (episode(s) {eps[:5]})")
         wanted = list(dict.fromkeys([*columns, "episode_index"]))
-        absent = [c for c in wanted if c not in pq.read_schema(file).names]
+        absent = [c for c in wanted if c not in read_schema(file).names]
         if absent:
             raise DataError(f"{file}: column(s) {absent} declared in meta/info.json are absent")
-        table = pq.read_table(file, columns=wanted)
+        table = read_table(file, columns=wanted)
         yield file, table.filter(pc.is_in(table.column("episode_index"), value_set=pa.array(eps, type=pa.int64())))
 
 
@@ -144,8 +143,12 @@ def _image_stats(meta: LeRobotMeta, key: str, episodes: list[int], frames_per_ep
 
 
 def dataset_stats(root: str | Path, *, episodes: Iterable[int] | None = None, frames_per_episode: int = 8,
-                  image_quantiles: bool = False) -> DatasetStats:
-    """Stats of the dataset at ``root`` over ``episodes`` (all when None); see the module docstring."""
+                  image_quantiles: bool = False, cameras: bool = True) -> DatasetStats:
+    """Stats of the dataset at ``root`` over ``episodes`` (all when None); see the module docstring.
+
+    ``cameras=False`` leaves the camera features out (no frame is decoded): the normalization statistics a
+    training dataset hands to a model's transforms are those of its numeric features.
+    """
     from embodied_data.lerobot.metadata import LeRobotMeta
 
     meta = LeRobotMeta.load(root)
@@ -167,7 +170,7 @@ def dataset_stats(root: str | Path, *, episodes: Iterable[int] | None = None, fr
         else:
             stats[key] = exact
             sources[key] = "computed from data"
-    for key in [k for k, f in meta.features.items() if f.is_video or f.is_image]:
+    for key in [k for k, f in meta.features.items() if cameras and (f.is_video or f.is_image)]:
         if key in stored and not image_quantiles:
             stats[key] = dict(stored[key])
             sources[key] = stored_source

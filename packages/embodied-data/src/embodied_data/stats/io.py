@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from embodied_core.errors import DataError
+from embodied_data.parquet import read_schema, read_table
 
 __all__ = [
     "read_episodes_stats_jsonl",
@@ -81,18 +82,16 @@ def read_v30_episode_stats(meta_dir: Path) -> dict[int, dict[str, FeatureStats]]
 
     Returns an empty dict when the episodes files carry no stats columns.
     """
-    import pyarrow.parquet as pq
-
     files = sorted(Path(meta_dir, "episodes").glob("**/*.parquet"))
     if not files:
         raise DataError(f"no episodes parquet under {Path(meta_dir, 'episodes')}")
     per_episode: dict[int, dict[str, FeatureStats]] = {}
     for file in files:
-        schema = pq.read_schema(file)
+        schema = read_schema(file)
         columns = [name for name in schema.names if name.startswith("stats/")]
         if not columns:
             continue
-        table = pq.read_table(file, columns=["episode_index", *columns])
+        table = read_table(file, columns=["episode_index", *columns])
         episodes = table.column("episode_index").to_pylist()
         for name in columns:
             # Feature keys contain dots and may contain slashes; the stat name is the last component.
