@@ -15,9 +15,9 @@ from embodied_core import registry
 from embodied_core.cli.train import parse_train_argv
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.resolve import load_config
-from embodied_core.config.validate import validate_run_config
 from embodied_core.errors import ConfigError, NotSupportedYetError, UsageError
 from embodied_core.registry import ModelSpec, groups
+from embodied_core.validation import validate_run_config
 
 
 @attrs.define(kw_only=True)
@@ -37,7 +37,8 @@ def layered_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[s
     """An in-process model plugin whose default YAML sets values in all three sections."""
     package = tmp_path / "layered_pkg"
     package.mkdir()
-    (package / "__init__.py").write_text("")
+    # validation imports the factory the spec names (a broken one fails before anything is built)
+    (package / "__init__.py").write_text("import torch\n\ndef build(model, data):\n    return torch.nn.Linear(1, 1)\n")
     (package / "defaults.yaml").write_text(textwrap.dedent("""
         training:
           train_iters: 10

@@ -13,11 +13,11 @@ from torch import nn
 from embodied_core import registry
 from embodied_core.config.resolve import load_config
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.config.validate import validate_run_config
 from embodied_core.errors import ConfigError
 from embodied_core.optim import optimizers
 from embodied_core.optim.param_groups import build_param_groups, format_group_table, no_decay_names
 from embodied_core.registry import groups
+from embodied_core.validation import validate_run_config
 
 
 class Net(nn.Module):

@@ -12,10 +12,10 @@ import torch
 from embodied_core import registry
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.config.validate import validate_run_config
 from embodied_core.errors import ConfigError
 from embodied_core.registry import groups
 from embodied_core.trainer import components
+from embodied_core.validation import validate_run_config
 
 W, D, BASE, MIN = 10, 110, 1e-3, 1e-5
 STYLES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",

@@ -180,8 +180,8 @@ def test_flex_block_mask_equals_dense_mask(chunk, window):
 
 
 def test_run_config_checks_name_the_fix():
-    from embodied_core.config.validate import validate_run_config
     from embodied_core.errors import ConfigError
+    from embodied_core.validation import validate_run_config
 
     config = load_config(training={"model_name": "lingbot_va_tiny", "dataset_path": "/data", "num_workers": 0,
                                    "trainer_type": "FinetuneTrainer", "dataset_strategy": "default",

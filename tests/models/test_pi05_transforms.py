@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from embodied_core.config.resolve import load_config
-from embodied_core.config.validate import validate_run_config
 from embodied_core.errors import ConfigError, DataError
+from embodied_core.validation import validate_run_config
 from embodied_models.pi05.batch import Pi05PreparedBatch
 from embodied_models.pi05.modeling import build_model
 from embodied_models.pi05.tokenizer import TINY_VOCAB_SIZE, TinyTokenizer

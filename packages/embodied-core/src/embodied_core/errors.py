@@ -69,8 +69,12 @@ class UnknownPluginError(PluginError):
     """A plugin name that no installed distribution provides."""
 
 
-class PluginLoadError(EmbodiedError):
-    """A selected plugin failed to import; names the distribution that provides it."""
+class PluginLoadError(PluginError):
+    """A selected plugin failed to import; names the distribution that provides it.
+
+    A usage error (exit code 2) like every other problem found before a run starts: a broken model, optimizer
+    or logger is reported the same way, and the fix is in the environment (reinstall, deselect or block it).
+    """
 
 
 class CheckpointError(EmbodiedError):

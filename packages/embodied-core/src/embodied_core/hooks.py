@@ -1,8 +1,11 @@
 """Lifecycle hooks (pluggy).
 
-Hook implementations come from the ``embodied.hooks`` entry-point group and from objects passed to
-``Trainer(..., plugins=[...])``. Any of them can be blocked by name (``--block-plugins NAME``), like
-pytest's ``-p no:NAME``. Hooks receive narrow keyword arguments, never the trainer itself.
+Hook implementations come from the ``embodied.hooks`` entry-point group (an entry point may name a module,
+``my_pkg.hooks``, or an object, ``my_pkg.hooks:PLUGIN``) and from objects passed to ``Trainer(..., plugins=[...])``.
+Any of them can be blocked by name (``--block-plugins NAME``), like pytest's ``-p no:NAME``. Installed hook
+plugins are imported when a run is validated, so one that fails to import stops the run before the model is
+built, with a message naming it and the flag that blocks it. Hooks receive narrow keyword arguments, never
+the trainer itself.
 
 Example::
 
@@ -24,7 +27,7 @@ import pluggy
 from embodied_core import registry
 from embodied_core.registry.groups import HOOKS
 
-__all__ = ["PROJECT", "HookSpecs", "hookimpl", "hookspec", "make_plugin_manager"]
+__all__ = ["PROJECT", "HookSpecs", "hookimpl", "hookspec", "make_plugin_manager", "plugin_name"]
 
 PROJECT = "embodied"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -55,6 +58,12 @@ class HookSpecs:
         """After the last step and the final checkpoint, before loggers close."""
 
 
+def plugin_name(plugin: Any) -> str:
+    """The name an in-process hook plugin is registered (and blocked) under: its ``__name__`` (a module or
+    class), else its class name."""
+    return getattr(plugin, "__name__", None) or type(plugin).__name__
+
+
 def make_plugin_manager(plugins: Iterable[Any] = (), *, blocked: Iterable[str] = ()) -> pluggy.PluginManager:
     """A plugin manager with the hooks of installed ``embodied.hooks`` entry points and ``plugins``.
 
@@ -71,7 +80,7 @@ def make_plugin_manager(plugins: Iterable[Any] = (), *, blocked: Iterable[str] =
             continue
         manager.register(registry.load_object(registry.get_entry(HOOKS, name)), name=name)
     for plugin in plugins:
-        name = getattr(plugin, "__name__", None) or type(plugin).__name__
+        name = plugin_name(plugin)
         if not manager.is_blocked(name):
             manager.register(plugin, name=name)
     return manager

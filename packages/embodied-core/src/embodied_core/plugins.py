@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from embodied_core.config.validate import add_check
 from embodied_core.registry.specs import PluginSpec
-from embodied_core.trainer.checks import check_trainer_flags
-
-# Loading any core spec (validation loads the selected ones first) registers the trainer's flag checks.
-add_check(check_trainer_flags)
 
 FINETUNE_TRAINER = PluginSpec(name="FinetuneTrainer", description="Supervised fine-tuning loop (default)",
                               factory="embodied_core.trainer.base:build_finetune_trainer")
@@ -28,8 +23,6 @@ TE_FUSED_ADAMW = PluginSpec(name="TEFusedAdamW", description="Transformer Engine
 APEX_FUSED_ADAMW = PluginSpec(name="ApexFusedAdamW", description="NVIDIA Apex FusedAdam in AdamW mode (CUDA)",
                               factory="embodied_core.optim.optimizers:build_apex_fused_adamw", requires=("apex",),
                               install_hint="build NVIDIA apex with --cuda_ext, see github.com/NVIDIA/apex")
-
-
 
 def _schedule(name: str, description: str) -> PluginSpec:
     return PluginSpec(name=name, description=description, factory=f"embodied_core.optim.schedules:build_{name}")

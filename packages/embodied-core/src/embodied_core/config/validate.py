@@ -1,14 +1,17 @@
-"""Validation of a structured :class:`RunConfig` before anything heavy is built.
+"""Rules of a :class:`RunConfig` that need only the config and the plugin registry.
 
-Checks plugin names against the registry, packages that plugins require, rules spanning fields, flags the
-selected plugins do not read, and features not available yet. Every problem is reported at once.
+Checks plugin names against the registry, loads every selected plugin (spec and factory) so a broken one
+fails before anything heavy is built, packages that plugins require, the checks plugins declare, rules
+spanning fields, flags the selected plugins do not read, and features not available yet. The whole run is
+validated by :func:`embodied_core.validation.validate_run_config`, which adds the trainer's and the
+distributed strategy's own rules; this module imports neither.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -16,37 +19,19 @@ import attrs
 from embodied_core import registry
 from embodied_core.config.layers import flag_name
 from embodied_core.config.run_config import RunConfig
+from embodied_core.config.selection import BLOCKABLE_GROUPS, Selection, selected_plugins
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.distributed.validation import distributed_problems
-from embodied_core.errors import ConfigError, EmbodiedError, NotSupportedYetError, PluginLoadError, UsageError
+from embodied_core.errors import EmbodiedError, PluginLoadError, UsageError, did_you_mean
 from embodied_core.registry import groups
-from embodied_core.registry.specs import DatasetFormatSpec
+from embodied_core.registry.specs import DatasetFormatSpec, PluginSpec
 
-__all__ = ["FORMAT_SPECIFIC_FLAGS", "parse_lr_groups", "validate_run_config", "world_size_from_env"]
+__all__ = ["FORMAT_SPECIFIC_FLAGS", "NOT_SUPPORTED_YET", "config_problems", "parse_lr_groups", "world_size_from_env"]
 
 FORMAT_SPECIFIC_FLAGS = (
     "dataset_path", "split", "num_samples", "lerobotdataset_version", "dataset_strategy", "video_backend",
     "robot_type", "streaming",
 )
 """Data flags read only by the formats whose spec lists them in ``uses_flags`` (or ``needs_path``)."""
-
-_PLUGIN_FLAGS: tuple[tuple[str, str], ...] = (
-    ("trainer_type", groups.TRAINERS),
-    ("dataset_format", groups.DATASET_FORMATS),
-    ("distributed_sampler_mode", groups.SAMPLERS),
-    ("optimizer", groups.OPTIMIZERS),
-    ("lr_decay_style", groups.LR_SCHEDULERS),
-)
-_FORMAT_PLUGIN_FLAGS = (("dataset_strategy", groups.DATASET_STRATEGIES), ("video_backend", groups.VIDEO_BACKENDS))
-
-_SINGLE_PROCESS_STRATEGIES = ("ddp", "fsdp")
-"""FLAGS.md: a single process runs without wrapping, whichever of these is named."""
-
-def _not_default(field: str) -> Callable[[Any], bool]:
-    default = attrs.fields_dict(TrainingArgs)[field].default
-    default = default.factory() if isinstance(default, attrs.Factory) else default  # type: ignore[attr-defined]
-    return lambda value: value != default
-
 
 NOT_SUPPORTED_YET: dict[str, tuple[Callable[[Any], bool], str]] = {}
 """Flag -> (is the value unsupported?, the feature that makes it work). Shrinks as features land."""
@@ -84,37 +69,64 @@ def parse_lr_groups(text: str | None) -> list[tuple[str, float]]:
     return groups_
 
 
-def _check_plugin(group: str, name: str, flag: str, problems: list[str]) -> None:
-    try:
-        spec = registry.get_spec(group, name, flag=flag)
-    except UsageError as exc:
-        problems.append(str(exc))
-        return
-    except PluginLoadError as exc:
-        problems.append(str(exc))
-        return
+def _remedy(selection: Selection) -> str:
+    if selection.group == groups.LOGGERS:
+        return f"leave it out of --loggers or block it with --block-plugins {selection.name}"
+    if selection.group == groups.HOOKS:
+        return f"block it with --block-plugins {selection.name}"
+    return f"fix or reinstall it, or select another {selection.flag}"
+
+
+def _load(selection: Selection) -> PluginSpec | None:
+    """Loads the spec and the factory (the module, for a hook) of one selected plugin; raises UsageError."""
+    group, name = selection.group, selection.name
+    if group == groups.HOOKS:
+        registry.load_object(registry.get_entry(group, name))
+        return None
+    spec = registry.get_spec(group, name, flag=selection.flag)
     missing = spec.missing_requirements()
     if missing:
         hint = f" ({spec.install_hint})" if spec.install_hint else ""
-        problems.append(f"{flag} {name}: needs the package(s) {', '.join(missing)}, which are not installed{hint}")
+        raise UsageError(f"{selection.flag} {name}: needs the package(s) {', '.join(missing)}, which are not "
+                         f"installed{hint}")
+    registry.load_factory(group, name, flag=selection.flag)
+    return spec
 
 
-def _check_plugins(args: TrainingArgs, world_size: int, problems: list[str]) -> DatasetFormatSpec | None:
-    for field, group in _PLUGIN_FLAGS:
-        _check_plugin(group, getattr(args, field), flag_name(field), problems)
-    if world_size > 1 or args.distributed_strategy not in _SINGLE_PROCESS_STRATEGIES:
-        _check_plugin(groups.DISTRIBUTED_STRATEGIES, args.distributed_strategy, "--distributed-strategy", problems)
+def _check_selected(config: RunConfig, selections: Iterable[Selection], problems: list[str]) -> None:
+    """Loads every selected plugin and runs the checks it declares; each failure is one problem."""
+    for selection in selections:
+        try:
+            spec = _load(selection)
+        except PluginLoadError as exc:
+            problems.append(f"{exc}; {_remedy(selection)}")
+            continue
+        except UsageError as exc:
+            problems.append(str(exc))
+            continue
+        if spec is None or not spec.checks:
+            continue
+        try:
+            problems.extend(spec.run_checks(config))
+        except Exception as exc:  # a broken check is the plugin's bug: name it instead of a traceback
+            problems.append(f"{selection.flag} {selection.name}: its check {', '.join(spec.checks)} failed: "
+                            f"{type(exc).__name__}: {exc}")
+
+
+def _check_block_names(args: TrainingArgs, in_process: Iterable[str], problems: list[str]) -> None:
+    known = {name for group in BLOCKABLE_GROUPS for name in registry.names(group)} | set(in_process)
+    for name in args.block_plugins:
+        if name not in known:
+            problems.append(f"--block-plugins {name}: no installed logger or hook plugin has this name (installed: "
+                            f"{', '.join(sorted(known)) or 'none'}){did_you_mean(name, known)}")
+
+
+def _format_spec(args: TrainingArgs) -> DatasetFormatSpec | None:
     try:
         spec = registry.get_spec(groups.DATASET_FORMATS, args.dataset_format)
     except EmbodiedError:
-        return None  # already reported above
-    if not isinstance(spec, DatasetFormatSpec):
-        problems.append(f"--dataset-format {args.dataset_format}: plugin is not a DatasetFormatSpec")
-        return None
-    for field, group in _FORMAT_PLUGIN_FLAGS:
-        if field in spec.uses_flags:
-            _check_plugin(group, getattr(args, field), flag_name(field), problems)
-    return spec
+        return None  # reported with the other selected plugins
+    return spec if isinstance(spec, DatasetFormatSpec) else None
 
 
 def _check_format_flags(args: TrainingArgs, spec: DatasetFormatSpec, problems: list[str]) -> None:
@@ -164,44 +176,29 @@ def _check_cross_field(args: TrainingArgs, world_size: int, problems: list[str])
         problems.append(f"--async-save needs --save-format dcp (got {args.save_format})")
 
 
-def _check_not_supported(args: TrainingArgs, world_size: int, problems: list[str]) -> None:
+def _check_not_supported(args: TrainingArgs, problems: list[str]) -> None:
     for field, (unsupported, feature) in NOT_SUPPORTED_YET.items():
         value = getattr(args, field)
         if unsupported(value):
             problems.append(f"{flag_name(field)} {value!r}: not supported yet (arrives with {feature})")
-    if world_size > 1 and not registry.names(groups.DISTRIBUTED_STRATEGIES):
-        problems.append(f"WORLD_SIZE={world_size}: multi-process training needs a distributed strategy "
-                        "plugin (install embodied-dist)")
 
 
-Check = Callable[[RunConfig], list[str]]
-_extra_checks: list[Check] = []
+def config_problems(config: RunConfig, *, world_size: int, plugins: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+    """``(problems, not_supported_yet)`` of ``config``: plugins, plugin checks, flags and cross-field rules.
 
-
-def add_check(check: Check) -> Check:
-    """Registers an extra validation (used by features that validate their own flags)."""
-    _extra_checks.append(check)
-    return check
-
-
-def validate_run_config(config: RunConfig, *, world_size: int | None = None) -> None:
-    """Raises one ConfigError (or NotSupportedYetError) listing every problem of ``config``."""
-    world_size = world_size_from_env() if world_size is None else world_size
+    Args:
+        world_size: processes of the launch.
+        plugins: names of in-process hook plugins (``Trainer(plugins=...)``), valid in ``--block-plugins``.
+    """
     args = config.training
     problems: list[str] = []
-    format_spec = _check_plugins(args, world_size, problems)
+    _check_selected(config, selected_plugins(args, model_name=config.model_name, world_size=world_size), problems)
+    format_spec = _format_spec(args)
     if format_spec is not None:
         _check_format_flags(args, format_spec, problems)
     _check_model_flags(config, problems)
+    _check_block_names(args, plugins, problems)
     _check_cross_field(args, world_size, problems)
-    problems.extend(distributed_problems(args))
-    problems.extend(config.model.validate())
-    problems.extend(config.data.validate())
-    for check in _extra_checks:
-        problems.extend(check(config))
     unsupported: list[str] = []
-    _check_not_supported(args, world_size, unsupported)
-    if problems:
-        raise ConfigError(problems + unsupported)
-    if unsupported:
-        raise NotSupportedYetError("\n".join(unsupported))
+    _check_not_supported(args, unsupported)
+    return problems, unsupported

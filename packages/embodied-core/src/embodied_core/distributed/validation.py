@@ -1,6 +1,6 @@
 """Validation of the launch environment and the distributed flags (no torch import).
 
-Runs inside :func:`embodied_core.config.validate.validate_run_config`, so every rank checks the same
+Runs inside :func:`embodied_core.validation.validate_run_config`, so every rank checks the same
 things before any process group, model or dataset exists, and each problem names the flag or variable
 and how to fix it.
 """

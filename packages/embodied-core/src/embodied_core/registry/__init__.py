@@ -2,7 +2,8 @@
 
 Public API:
     names(group), get_entry(group, name), get_spec(group, name), load_factory(group, name),
-    register(group, name, spec), unregister(group, name), clear_cache(), discover(group).
+    register(group, name, spec), unregister(group, name), clear_cache(), discover(group),
+    import_object("module:attr"), install_hint(group, name).
 """
 
 from embodied_core.registry import groups
@@ -16,14 +17,17 @@ from embodied_core.registry._discovery import (
     register,
     unregister,
 )
+from embodied_core.registry._first_party import install_hint
+from embodied_core.registry._paths import ObjectPath, import_object
 from embodied_core.registry._registry import get_entry, get_spec, load_factory, load_object, names
-from embodied_core.registry.specs import DatasetFormatSpec, ModelSpec, PluginSpec, import_object
+from embodied_core.registry.specs import DatasetFormatSpec, ModelSpec, PluginSpec
 
 __all__ = [
     "PLUGINS_ENV_VAR",
     "DatasetFormatSpec",
     "GroupEntries",
     "ModelSpec",
+    "ObjectPath",
     "PluginEntry",
     "PluginSpec",
     "clear_cache",
@@ -32,6 +36,7 @@ __all__ = [
     "get_spec",
     "groups",
     "import_object",
+    "install_hint",
     "load_factory",
     "load_object",
     "names",

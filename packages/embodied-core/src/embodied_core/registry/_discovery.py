@@ -14,7 +14,8 @@ from typing import Any
 import attrs
 
 from embodied_core.errors import UsageError
-from embodied_core.registry.groups import ALL_GROUPS
+from embodied_core.registry._paths import ObjectPath
+from embodied_core.registry.groups import ALL_GROUPS, HOOKS
 
 PLUGINS_ENV_VAR = "EMBODIED_PLUGINS"
 
@@ -86,12 +87,17 @@ def _env_entries(raw: str) -> list[PluginEntry]:
     for item in filter(None, (part.strip() for part in raw.split(","))):
         group, sep1, rest = item.partition(":")
         name, sep2, value = rest.partition("=")
-        if not (sep1 and sep2 and name and ":" in value):
+        full = normalize_group(group.strip()) if sep1 else ""
+        try:
+            if not (sep1 and sep2 and name.strip()):
+                raise ValueError("missing group, name or value")
+            ObjectPath.parse(value, allow_module=full == HOOKS)
+        except ValueError:
             raise UsageError(
-                f"{PLUGINS_ENV_VAR}: cannot parse {item!r}; expected 'group:name=package.module:attr' "
-                "entries separated by commas, e.g. 'models:my_policy=my_pkg.spec:SPEC'"
-            )
-        full = normalize_group(group.strip())
+                f"{PLUGINS_ENV_VAR}: cannot parse {item!r}; expected 'group:name=package.module:attr' entries "
+                "separated by commas, e.g. 'models:my_policy=my_pkg.spec:SPEC' (a module-valued hook plugin: "
+                "'hooks:my_hooks=my_pkg.hooks')"
+            ) from None
         entries.append(PluginEntry(full, name.strip(), value.strip(), f"{PLUGINS_ENV_VAR}", "-", source="env"))
     return entries
 
@@ -123,6 +129,11 @@ def register(group: str, name: str, spec: Any, *, replace: bool = False) -> None
     slot = _registered.setdefault(full, {})
     if name in slot and not replace:
         raise UsageError(f"plugin {name!r} is already registered in {full}; pass replace=True to replace it")
+    if isinstance(spec, str):
+        try:
+            ObjectPath.parse(spec, allow_module=full == HOOKS)
+        except ValueError as exc:
+            raise UsageError(f"register({group!r}, {name!r}, ...): {exc}") from None
     value = spec if isinstance(spec, str) else f"<in-process {type(spec).__name__}>"
     obj = None if isinstance(spec, str) else spec
     slot[name] = PluginEntry(full, name, value, "<in-process>", "-", source="register", obj=obj)

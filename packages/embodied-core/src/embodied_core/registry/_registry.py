@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
-import importlib
 from typing import Any
 
 from embodied_core.errors import PluginError, PluginLoadError, UnknownPluginError, did_you_mean
 from embodied_core.registry._discovery import PluginEntry, discover
+from embodied_core.registry._first_party import install_hint
+from embodied_core.registry._paths import ObjectPath
+from embodied_core.registry.groups import HOOKS
 from embodied_core.registry.specs import PluginSpec
 
 
@@ -35,9 +37,10 @@ def get_entry(group: str, name: str, *, flag: str | None = None) -> PluginEntry:
     if name not in found.entries:
         where = f"{flag} " if flag else ""
         available = sorted(found.entries)
-        listing = ", ".join(available) if available else "none installed"
-        raise UnknownPluginError(f"unknown {where}{name!r} in plugin group {group}; installed: {listing}"
-                                 f"{did_you_mean(name, available)}")
+        listing = f"installed: {', '.join(available)}" if available else "none is installed"
+        hint = install_hint(group, name)
+        raise UnknownPluginError(f"unknown {where}{name!r} in plugin group {group}; {listing}"
+                                 f"{did_you_mean(name, available)}{'; ' + hint if hint else ''}")
     return found.entries[name]
 
 
@@ -50,17 +53,13 @@ def load_object(entry: PluginEntry) -> Any:
 
 @functools.cache
 def _load_value(value: str, distribution: str, group: str, name: str) -> Any:
-    module_name, _, attr_path = value.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
-        for part in filter(None, attr_path.split(".")):
-            obj = getattr(obj, part)
+        return ObjectPath.parse(value, allow_module=group == HOOKS).load()
     except Exception as exc:  # any import-time failure of third-party code
         raise PluginLoadError(
             f"plugin {name!r} ({group}) from distribution {distribution!r} failed to load {value!r}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    return obj
 
 
 def get_spec(group: str, name: str, *, flag: str | None = None) -> PluginSpec:
@@ -78,14 +77,23 @@ def get_spec(group: str, name: str, *, flag: str | None = None) -> PluginSpec:
     return spec
 
 
-def load_factory(group: str, name: str, *, flag: str | None = None) -> Any:
-    """Loads the spec, then imports its heavy factory; failures name the distribution."""
+def load_factory(group: str, name: str, *, flag: str | None = None, options: Any = None) -> Any:
+    """Loads the spec, then imports its heavy factory; failures name the distribution.
+
+    Args:
+        options: the plugin's structured options (``RunConfig.plugins[name]``) for a spec that declares an
+            ``options`` class; the returned factory then passes them as the keyword argument ``options``
+            (the class's defaults when None).
+    """
     spec = get_spec(group, name, flag=flag)
     entry = get_entry(group, name)
     try:
-        return spec.load_factory()
+        factory = spec.load_factory()
     except Exception as exc:
         raise PluginLoadError(
             f"plugin {name!r} ({group}) from distribution {entry.distribution!r} failed to import its "
             f"factory {spec.factory!r}: {type(exc).__name__}: {exc}"
         ) from exc
+    if spec.options is None:
+        return factory
+    return functools.partial(factory, options=spec.options() if options is None else options)

@@ -7,31 +7,36 @@ plugin is built.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from typing import Any
 
 import attrs
 
+from embodied_core.registry._paths import ObjectPath, import_object
+
 __all__ = ["DatasetFormatSpec", "ModelSpec", "PluginSpec", "import_object"]
 
 
-def import_object(path: str) -> Any:
-    """Imports ``"package.module:attr"`` (attr may be dotted) and returns the object."""
-    module_name, sep, attr_path = path.partition(":")
-    if not sep or not module_name or not attr_path:
-        raise ValueError(f"expected 'package.module:attr', got {path!r}")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr_path.split("."):
-        obj = getattr(obj, part)
-    return obj
+def _object_path(instance: Any, attribute: attrs.Attribute, value: str | None) -> None:
+    if value is None:
+        return
+    try:
+        ObjectPath.parse(value)
+    except ValueError as exc:
+        raise ValueError(f"{type(instance).__name__}.{attribute.name}: {exc}") from None
 
 
-def _check_factory_path(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    module_name, sep, attr_path = value.partition(":")
-    if not sep or not module_name or not attr_path:
-        raise ValueError(
-            f"{type(instance).__name__}.{attribute.name} must look like 'package.module:attr', got {value!r}")
+def _object_paths(instance: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    if isinstance(value, str):
+        raise ValueError(f"{type(instance).__name__}.{attribute.name} is a tuple of 'package.module:attr' strings, "
+                         f"got the single string {value!r} (write ({value!r},))")
+    for item in value:
+        _object_path(instance, attribute, item)
+
+
+def _options_class(instance: Any, attribute: attrs.Attribute, value: type | None) -> None:
+    if value is not None and not attrs.has(value):
+        raise ValueError(f"{type(instance).__name__}.{attribute.name} must be an attrs class, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -41,18 +46,27 @@ class PluginSpec:
     Attributes:
         name: the name users select (``--optimizer AdamW``). Must equal the entry-point name.
         description: one line shown by ``embodied plugins``.
-        factory: ``"module:attr"`` of the callable (or class) that builds the plugin; imported lazily.
+        factory: ``"module:attr"`` of the callable (or class) that builds the plugin; imported lazily (and
+            imported once when a run is validated, so a broken plugin fails before the model is built).
         requires: importable top-level modules the plugin needs beyond its distribution's dependencies
             (e.g. ``("transformer_engine",)``). Checked without importing them when the config is
             validated, so a missing package is reported before anything heavy starts.
         install_hint: how to install what ``requires`` names.
+        checks: ``"module:attr"`` of ``check(config: RunConfig) -> list[str]`` functions, run with every other
+            validation of a run that selects this plugin (one message per problem; empty when fine).
+        options: an attrs class (``kw_only``, a docstring under every field) of the plugin's own config
+            fields. Their values live in the run's ``plugins.<name>`` section (YAML, ``plugins.<name>.x=1``
+            dotlist, ``--plugins.<name>.x`` flags), are shown in ``--help`` and validated like model fields,
+            and the factory receives the structured instance as the keyword argument ``options``.
     """
 
     name: str
     description: str = ""
-    factory: str = attrs.field(validator=_check_factory_path)
+    factory: str = attrs.field(validator=_object_path)
     requires: tuple[str, ...] = ()
     install_hint: str = ""
+    checks: tuple[str, ...] = attrs.field(default=(), validator=_object_paths)
+    options: type | None = attrs.field(default=None, validator=_options_class)
 
     def missing_requirements(self) -> list[str]:
         """Names of ``requires`` modules that are not importable (found without importing them)."""
@@ -61,6 +75,13 @@ class PluginSpec:
     def load_factory(self) -> Any:
         """Imports and returns the factory."""
         return import_object(self.factory)
+
+    def run_checks(self, config: Any) -> list[str]:
+        """The problems the declared ``checks`` find in ``config`` (a RunConfig), in declaration order."""
+        problems: list[str] = []
+        for path in self.checks:
+            problems.extend(import_object(path)(config))
+        return problems
 
 
 @attrs.frozen(kw_only=True)
@@ -75,15 +96,24 @@ class ModelSpec(PluginSpec):
         transforms: ``"module:attr"`` of ``make_transforms(model_config, data_config, dataset)``, which
             returns the sample transform and collate function producing the model's PreparedBatch.
         factory: ``"module:attr"`` of ``build_model(model_config, data_config) -> nn.Module``.
+        checks: rules spanning the ``model:``/``data:`` sections and the training flags (see PluginSpec);
+            rules of one section belong in that config class's ``validate()``.
     """
 
     model_config: type
     data_config: type
     default_yaml: str | None = None
-    transforms: str | None = None
+    transforms: str | None = attrs.field(default=None, validator=_object_path)
     uses_flags: tuple[str, ...] = ()
     """``TrainingArgs`` fields only some models read (``tokenizer_path``): set for a model that does not list
     it here, such a flag is an error rather than silently ignored."""
+    policy: str | None = attrs.field(default=None, validator=_object_path)
+    """``"module:attr"`` of the class that serves this model as a policy (``load_policy``; see
+    ``embodied_core.policy.spec.PolicyClass``); None: the transforms policy (observation -> sample transform ->
+    collate -> ``sample_actions`` -> ``postprocess_actions``)."""
+    needs_task: bool = False
+    """Whether the model reads the ``task`` string (language-conditioned): a policy then requires it in every
+    observation."""
 
     def load_transforms(self) -> Any:
         """Imports and returns the transforms factory, or None when the model declares none."""
@@ -102,12 +132,23 @@ class DatasetFormatSpec(PluginSpec):
         needs_path: whether ``--dataset-path`` is required.
         preflight: ``"module:attr"`` of ``check(args, data_config) -> list[str]``: problems found from the
             dataset's metadata alone (wrong version, missing keys or files), run before the model is built.
+        infer: ``"module:attr"`` of ``infer(args, data_config) -> embodied_core.config.infer.FeatureMetadata``:
+            the features samples will carry, from metadata alone; core fills the data fields the user left
+            unset (``state_dim``, ``action_dim``, ``camera_keys``, ``state_names``, ``action_names``) from it
+            and reports set ones that disagree. None: those fields must be set.
     """
 
     uses_flags: tuple[str, ...] = ()
     needs_path: bool = True
-    preflight: str | None = None
+    preflight: str | None = attrs.field(default=None, validator=_object_path)
+    infer: str | None = attrs.field(default=None, validator=_object_path)
 
     def run_preflight(self, args: Any, data_config: Any) -> list[str]:
         """Problems the format finds without loading data; [] when it declares no preflight."""
         return list(import_object(self.preflight)(args, data_config)) if self.preflight else []
+
+    def run_infer(self, args: Any, data_config: Any) -> Any:
+        """The format's feature metadata for ``data_config`` (see ``infer``); call only when ``infer`` is set."""
+        if self.infer is None:
+            raise ValueError(f"dataset format {self.name} declares no infer function")
+        return import_object(self.infer)(args, data_config)

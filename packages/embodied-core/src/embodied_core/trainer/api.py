@@ -10,11 +10,11 @@ from typing import Any
 from embodied_core import registry
 from embodied_core.config.resolve import load_config, model_spec
 from embodied_core.config.run_config import RunConfig
-from embodied_core.config.validate import validate_run_config
 from embodied_core.errors import ConfigError
-from embodied_core.hooks import make_plugin_manager
+from embodied_core.hooks import make_plugin_manager, plugin_name
 from embodied_core.registry import DatasetFormatSpec, groups
 from embodied_core.trainer.base import BaseTrainer, TrainResult
+from embodied_core.validation import validate_run_config
 
 __all__ = ["Trainer"]
 
@@ -43,9 +43,9 @@ class Trainer:
             config = load_config(training=config.get("training"), model=config.get("model"),
                                  data=config.get("data"))
         self.config: RunConfig = config
-        validate_run_config(config)
-        self._preflight_data()
         self.plugins = list(plugins)
+        validate_run_config(config, plugins=[plugin_name(p) for p in self.plugins])
+        self._preflight_data()
         if config.training.tokenizer_path:
             # FLAGS.md: --tokenizer-path is also exported for tokenizer code that reads the environment.
             os.environ["TOKENIZER_PATH"] = config.training.tokenizer_path

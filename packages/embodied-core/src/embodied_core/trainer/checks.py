@@ -1,7 +1,7 @@
 """Validation of the trainer's own flags, run with every other check before anything heavy is built.
 
-Registered with :func:`embodied_core.config.validate.add_check` when the core plugin specs are loaded
-(:mod:`embodied_core.plugins`). Imports torch only for the flags that need the device (fused optimizers).
+Called directly by :func:`embodied_core.validation.validate_run_config` for every run. Imports torch only for
+the flags that need the device (fused optimizers).
 """
 
 from __future__ import annotations

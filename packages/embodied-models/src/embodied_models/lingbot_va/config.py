@@ -197,19 +197,22 @@ class LingBotVADataConfig(BaseDataConfig):
         return problems
 
 
+def check_strategy_model(config: object) -> list[str]:
+    """The check of ``--dataset-strategy lingbot_va`` (declared by its spec): only LingBot-VA models read its
+    latent caches."""
+    if isinstance(config.model, LingBotVAModelConfig):  # type: ignore[attr-defined]
+        return []
+    return ["--dataset-strategy lingbot_va reads LingBot-VA latent caches; use it with --model-name "
+            "lingbot_va_libero, lingbot_va_robotwin or lingbot_va_tiny"]
+
+
 def check_run_config(config: object) -> list[str]:
     """Rules between the ``model:`` and ``data:`` sections and the training flags of a LingBot-VA run.
 
-    Registered with ``embodied_core.config.validate.add_check`` by :mod:`.spec`, so they are reported with every
-    other config problem, before anything is built.
+    Declared in the model specs' ``checks`` (:mod:`.spec`), so they are reported with every other config
+    problem of a run that selects a LingBot-VA model, before anything is built.
     """
     model, data, training = config.model, config.data, config.training  # type: ignore[attr-defined]
-    if not isinstance(model, LingBotVAModelConfig) or not isinstance(data, LingBotVADataConfig):
-        problems = []
-        if getattr(training, "dataset_strategy", None) == "lingbot_va":
-            problems.append("--dataset-strategy lingbot_va reads LingBot-VA latent caches; use it with --model-name "
-                            "lingbot_va_libero, lingbot_va_robotwin or lingbot_va_tiny")
-        return problems
     problems = []
     if len(model.used_action_channel_ids) != data.action_dim:
         problems.append(f"model.used_action_channel_ids has {len(model.used_action_channel_ids)} channels but "

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from embodied_core.config.validate import add_check
 from embodied_core.registry.specs import ModelSpec, PluginSpec
-from embodied_models.lingbot_va.config import LingBotVADataConfig, LingBotVAModelConfig, check_run_config
+from embodied_models.lingbot_va.config import LingBotVADataConfig, LingBotVAModelConfig
 
 __all__ = ["LINGBOT_VA_LIBERO", "LINGBOT_VA_ROBOTWIN", "LINGBOT_VA_STRATEGY", "LINGBOT_VA_TINY", "LINGBOT_VA_TRAINER",
            "PRECOMPUTE_COMMAND"]
-
-add_check(check_run_config)
 
 _FACTORY = "embodied_models.lingbot_va.modeling:build_model"
 _TRANSFORMS = "embodied_models.lingbot_va.transforms:make_transforms"
@@ -20,7 +17,9 @@ _HINT = "pip install 'diffusers>=0.35'"
 def _spec(name: str, description: str) -> ModelSpec:
     return ModelSpec(name=name, description=description, factory=_FACTORY, model_config=LingBotVAModelConfig,
                      data_config=LingBotVADataConfig, default_yaml=f"embodied_models.lingbot_va:{name}.yaml",
-                     transforms=_TRANSFORMS, requires=_REQUIRES, install_hint=_HINT)
+                     transforms=_TRANSFORMS, requires=_REQUIRES, install_hint=_HINT,
+                     checks=("embodied_models.lingbot_va.config:check_run_config",),
+                     policy="embodied_models.lingbot_va.policy:LingBotVAPolicy", needs_task=True)
 
 
 LINGBOT_VA_LIBERO = _spec("lingbot_va_libero", "LingBot-VA 5B video-action model, LIBERO layout (2 cameras side by "
@@ -35,7 +34,8 @@ LINGBOT_VA_TRAINER = PluginSpec(name="lingbot_va",
 
 LINGBOT_VA_STRATEGY = PluginSpec(name="lingbot_va",
                                  description="LeRobot actions + cached Wan2.2 VAE latents and UMT5 text embeddings",
-                                 factory="embodied_models.lingbot_va.data:build_strategy")
+                                 factory="embodied_models.lingbot_va.data:build_strategy",
+                                 checks=("embodied_models.lingbot_va.config:check_strategy_model",))
 
 PRECOMPUTE_COMMAND = PluginSpec(name="data-precompute-latents",
                                 description="`embodied data precompute-latents`: Wan2.2 VAE latents + UMT5 text "

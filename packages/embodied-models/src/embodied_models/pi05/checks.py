@@ -34,7 +34,7 @@ def size_problems(model: Pi05ModelConfig, data: Pi05DataConfig) -> list[str]:
 
 
 def check_run_config(config: Any) -> list[str]:
-    """Extra validation of a RunConfig whose model is pi0.5 (registered with embodied_core's add_check)."""
+    """Extra validation of a RunConfig whose model is pi0.5 (declared in the pi05 specs' ``checks``)."""
     model, data = config.model, config.data
     if not isinstance(model, Pi05ModelConfig) or not isinstance(data, Pi05DataConfig):
         return []

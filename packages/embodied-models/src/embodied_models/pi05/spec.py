@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from embodied_core.config.validate import add_check
 from embodied_core.registry import ModelSpec
-from embodied_models.pi05.checks import check_run_config
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
 
 __all__ = ["PI05", "PI05_TINY"]
 
 # model/data size rules and the tokenizer requirement span sections, so they are checked on the whole config
-add_check(check_run_config)
+_CHECKS = ("embodied_models.pi05.checks:check_run_config",)
 
 PI05 = ModelSpec(
     name="pi05",
@@ -23,6 +21,8 @@ PI05 = ModelSpec(
     requires=("transformers",),
     install_hint="pip install 'transformers>=5.24,<5.25'",
     uses_flags=("tokenizer_path",),
+    checks=_CHECKS,
+    needs_task=True,
 )
 
 PI05_TINY = ModelSpec(
@@ -36,4 +36,6 @@ PI05_TINY = ModelSpec(
     requires=("transformers",),
     install_hint="pip install 'transformers>=5.24,<5.25'",
     uses_flags=("tokenizer_path",),
+    checks=_CHECKS,
+    needs_task=True,
 )
