@@ -56,7 +56,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = build_model(config.model, config.data).to(args.device).train()
     dataset = DummyDataset(config.data, num_samples=max(args.batch_size, 16))
-    transforms = make_transforms(config.model, config.data, dataset)
+    transforms = make_transforms(config.model, config.data, stats=dataset.stats)
     batch = transforms.collate_fn([transforms.sample_transform(dataset[i]) for i in range(args.batch_size)])
     batch = batch.to(args.device)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)

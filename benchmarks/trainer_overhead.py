@@ -32,9 +32,9 @@ from torch.utils.data import DataLoader
 
 from embodied_core import hookimpl, registry
 from embodied_core.config.resolve import load_config, model_spec
-from embodied_core.model_api import Transforms
 from embodied_core.registry import groups
 from embodied_core.trainer.api import Trainer
+from embodied_core.trainer.components import build_transforms
 
 MODEL = "tiny_flow_policy"
 
@@ -86,8 +86,7 @@ def hand_loop_steps_per_s(args: argparse.Namespace) -> tuple[float, float]:
     torch.manual_seed(training.seed)
     model = spec.load_factory()(config.model, config.data)
     dataset = registry.load_factory(groups.DATASET_FORMATS, "dummy_datasets")(training, config.data)
-    make_transforms = spec.load_transforms()
-    transforms = make_transforms(config.model, config.data, dataset) if make_transforms else Transforms()
+    transforms, _ = build_transforms(config, spec, dataset)
 
     class Transformed(torch.utils.data.Dataset):
         def __len__(self) -> int:

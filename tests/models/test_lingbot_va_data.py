@@ -90,7 +90,7 @@ def test_precompute_cache_layout_and_resume(cache, capsys):
 def test_strategy_windows_and_model_batch(cache):
     config = load_config(**{k: v for k, v in _config(cache).items()})
     dataset = load_factory(groups.DATASET_FORMATS, "lerobot_datasets")(config.training, config.data)
-    transforms = make_transforms(config.model, config.data, dataset)
+    transforms = make_transforms(config.model, config.data, stats=dataset.stats)
     by_episode = {}
     for position in range(len(dataset)):
         sample = dataset[position]
@@ -204,13 +204,13 @@ def test_closed_loop_policy_from_camera_frames(cache):
     from embodied_data.video.backends import make_backend
     from embodied_models.lingbot_va.modeling import build_model
     from embodied_models.lingbot_va.policy import LingBotVAPolicy
-    from embodied_models.lingbot_va.transforms import _action_quantiles
+    from embodied_models.lingbot_va.transforms import action_quantiles
 
     config = load_config(**_config(cache))
     torch.manual_seed(0)
     model = build_model(config.model, config.data)
     dataset = load_factory(groups.DATASET_FORMATS, "lerobot_datasets")(config.training, config.data)
-    q01, q99 = _action_quantiles(dataset, config.data)
+    q01, q99 = action_quantiles(dataset.stats, config.data)
     texts = load_file(str(cache / "cache" / "text.safetensors"))
     policy = LingBotVAPolicy(model, vae=AutoencoderKLWan.from_pretrained(str(cache / "base" / "vae")).eval(),
                              text_emb=texts["task_0"], null_text_emb=texts["empty"], q01=q01, q99=q99, num_steps=2)

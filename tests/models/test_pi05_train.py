@@ -26,7 +26,7 @@ def _tiny(**model):
 
 def _batch(model_cfg, data_cfg, size: int = 3):
     dataset = DummyDataset(data_cfg, num_samples=8)
-    transforms = make_transforms(model_cfg, data_cfg, dataset)
+    transforms = make_transforms(model_cfg, data_cfg, stats=dataset.stats)
     return transforms.collate_fn([transforms.sample_transform(dataset[i]) for i in range(size)])
 
 

@@ -17,19 +17,6 @@ from embodied_models.pi05.tokenizer import TINY_VOCAB_SIZE, TinyTokenizer
 from embodied_models.pi05.transforms import discretize_state, make_transforms, pi05_prompt, resize_with_pad
 
 
-class _StatsDataset:
-    """A dataset exposing stats the way a reader with ``.stats`` does."""
-
-    def __init__(self, samples, stats):
-        self.samples, self.stats = samples, stats
-
-    def __len__(self):
-        return len(self.samples)
-
-    def __getitem__(self, i):
-        return self.samples[i]
-
-
 def _configs(**data):
     config = load_config("pi05_tiny", training={"dataset_format": "dummy_datasets"},
                          data={"camera_keys": ["observation.images.front", "observation.images.wrist"],
@@ -78,7 +65,7 @@ def test_tiny_tokenizer_spells_numbers_as_single_ids():
 
 def test_sample_transform_and_collate():
     model_cfg, data_cfg = _configs()
-    transforms = make_transforms(model_cfg, data_cfg, _StatsDataset([_sample()], STATS))
+    transforms = make_transforms(model_cfg, data_cfg, stats=STATS)
     out = transforms.sample_transform(_sample())
     assert out["images"].shape == (3, 3, 56, 56) and out["images"].dtype == torch.uint8
     assert out["image_masks"].tolist() == [True, False, False]  # wrist absent, third slot unused
@@ -109,7 +96,7 @@ def test_uint8_images_reach_the_model_as_minus_one_to_one():
 
 def test_missing_keys_and_wrong_dims_are_clear_errors():
     model_cfg, data_cfg = _configs()
-    transform = make_transforms(model_cfg, data_cfg, _StatsDataset([_sample()], STATS)).sample_transform
+    transform = make_transforms(model_cfg, data_cfg, stats=STATS).sample_transform
     with pytest.raises(DataError, match=r"sample has no 'observation\.state'"):
         transform({k: v for k, v in _sample().items() if k != "observation.state"})
     with pytest.raises(DataError, match=r"data\.state_dim=3"):
@@ -118,13 +105,12 @@ def test_missing_keys_and_wrong_dims_are_clear_errors():
         transform({k: v for k, v in _sample().items() if k != "task"})
 
 
-def test_stats_computed_from_samples_when_the_dataset_has_none():
+def test_stats_without_the_state_key_name_it():
     model_cfg, data_cfg = _configs()
-    samples = [_sample(**{"observation.state": torch.tensor([float(i), 0.0])}) for i in range(101)]
-    dataset = _StatsDataset(samples, None)
-    transform = make_transforms(model_cfg, data_cfg, dataset).sample_transform
-    low = transform.normalizer.features["observation.state"].low
-    assert low[0].item() == pytest.approx(1.0)  # q01 of 0..100
+    with pytest.raises(DataError, match=r"no 'observation\.state'.*cover action"):
+        make_transforms(model_cfg, data_cfg, stats={"action": STATS["action"]})
+    with pytest.raises(DataError, match=r"set data\.normalization=none"):
+        make_transforms(model_cfg, data_cfg, stats=None)
 
 
 WORDS = ["<pad>", "<eos>", "<bos>", "<unk>", "Task", ":", "pick", "up", "the", "cube", ",", "State", ";", "Action",
@@ -147,7 +133,7 @@ def test_local_hugging_face_tokenizer_directory(tmp_path):
     words = WORDS
     _write_tokenizer(tmp_path)
     model_cfg, data_cfg = _configs(tokenizer_path=str(tmp_path))
-    transform = make_transforms(model_cfg, data_cfg, _StatsDataset([_sample()], STATS)).sample_transform
+    transform = make_transforms(model_cfg, data_cfg, stats=STATS).sample_transform
     out = transform(_sample())
     ids = out["tokens"][out["token_mask"]].tolist()
     assert ids[:6] == [words.index(w) for w in ("Task", ":", "pick", "up", "the", "cube")]
@@ -178,7 +164,7 @@ def test_tokenizer_path_flag_through_the_trainer(tmp_path, monkeypatch):
     assert result.step == 1
     assert os.environ["TOKENIZER_PATH"] == str(folder)
     with pytest.raises(ConfigError, match="not a directory"):
-        make_transforms(*_configs(tokenizer_path=str(tmp_path / "missing")), _StatsDataset([_sample()], STATS))
+        make_transforms(*_configs(tokenizer_path=str(tmp_path / "missing")), stats=STATS)
 
 
 def test_spec_module_is_light():

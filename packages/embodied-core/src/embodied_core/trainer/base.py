@@ -34,7 +34,9 @@ from embodied_core.config.run_config import RunConfig
 from embodied_core.config.validate import world_size_from_env
 from embodied_core.errors import CheckpointError
 from embodied_core.loggers.summary import write_loss_curve, write_summary
+from embodied_core.model_api import Transforms
 from embodied_core.optim.param_groups import build_param_groups, format_group_table
+from embodied_core.protocols import DatasetFeature
 from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
 from embodied_core.trainer import components
@@ -98,6 +100,10 @@ class BaseTrainer:
         self.last_checkpoint: Path | None = None
         self.loggers: list[Any] = []
         self.runtime = RuntimeSettings(self.args)
+        # set by setup() from components.build_data: what a checkpoint records about the data
+        self.data_stats: dict[str, dict[str, Any]] | None = None
+        self.dataset_features: dict[str, DatasetFeature] = {}
+        self.transforms = Transforms()
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -116,7 +122,11 @@ class BaseTrainer:
         self.optimizer = self.build_optimizer()
         self.scheduler = components.build_scheduler(self.optimizer, args)
         self.scaler = make_grad_scaler(args, self.device)
-        self.loader = components.build_data(self.config, self.model_spec, self.strategy)
+        data = components.build_data(self.config, self.model_spec, self.strategy)
+        self.loader = data.loader
+        self.data_stats = data.stats  # what make_transforms received (None: the model declares no transforms)
+        self.dataset_features = data.features
+        self.transforms = data.transforms
         self.checkpointer = Checkpointer(self.output_dir, self.strategy, save_format=args.save_format,
                                          save_training_state=args.save_training_state,
                                          keep_last=args.save_total_limit)

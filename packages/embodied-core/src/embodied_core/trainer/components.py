@@ -5,22 +5,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
+import numpy as np
 import torch
 from torch import nn
 
 from embodied_core import registry
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.training_args import TrainingArgs
+from embodied_core.data.dataset import build_training_dataset, resolve_features, resolve_stats
 from embodied_core.data.loader import ResumableLoader
 from embodied_core.distributed.base import DistributedStrategy, SingleProcessStrategy
 from embodied_core.loggers.base import MetricsLogger
 from embodied_core.model_api import Transforms
 from embodied_core.optim.param_groups import build_param_groups
+from embodied_core.protocols import DatasetFeature, TrainingDataset
 from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
 
-__all__ = ["build_data", "build_loggers", "build_optimizer", "build_optimizer_from_groups", "build_scheduler",
-           "build_strategy", "parameter_groups"]
+__all__ = ["TrainingData", "build_data", "build_loggers", "build_optimizer", "build_optimizer_from_groups",
+           "build_scheduler", "build_strategy", "build_transforms", "parameter_groups"]
 
 
 def build_strategy(args: TrainingArgs, world_size: int) -> DistributedStrategy:
@@ -59,16 +63,44 @@ def build_scheduler(optimizer: torch.optim.Optimizer, args: TrainingArgs) -> tor
     return torch.optim.lr_scheduler.LambdaLR(optimizer, [multiplier(g["lr"]) for g in optimizer.param_groups])
 
 
-def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy) -> ResumableLoader:
+@attrs.frozen(kw_only=True)
+class TrainingData:
+    """What :func:`build_data` resolved: the loader and what a checkpoint records about the data.
+
+    Attributes:
+        loader: the resumable loader over the transformed samples.
+        dataset: the ``--dataset-format`` dataset (a :class:`~embodied_core.protocols.TrainingDataset`).
+        stats: the statistics handed to ``make_transforms`` (None when the model declares no transforms).
+        features: the dataset's feature metadata by key.
+        transforms: the model's transforms (``Transforms()`` when it declares none).
+    """
+
+    loader: ResumableLoader
+    dataset: TrainingDataset
+    stats: dict[str, dict[str, np.ndarray]] | None
+    features: dict[str, DatasetFeature]
+    transforms: Transforms
+
+
+def build_transforms(config: RunConfig, spec: ModelSpec, dataset: TrainingDataset) -> tuple[
+        Transforms, dict[str, dict[str, np.ndarray]] | None]:
+    """The model's ``make_transforms(model, data, stats=...)`` with the dataset's statistics, resolved once;
+    ``(Transforms(), None)`` for a model that declares no transforms."""
+    make_transforms = spec.load_transforms()
+    if make_transforms is None:
+        return Transforms(), None
+    stats = resolve_stats(dataset, format_name=config.training.dataset_format)
+    return make_transforms(config.model, config.data, stats=stats), stats
+
+
+def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy) -> TrainingData:
     """Dataset (``--dataset-format``) + the model's transforms + sampler -> a resumable loader."""
     args = config.training
-    dataset = registry.load_factory(groups.DATASET_FORMATS, args.dataset_format,
-                                    flag="--dataset-format")(args, config.data)
-    make_transforms = spec.load_transforms()
-    transforms = make_transforms(config.model, config.data, dataset) if make_transforms else Transforms()
+    dataset = build_training_dataset(args, config.data)
+    transforms, stats = build_transforms(config, spec, dataset)
     share_fn = registry.load_factory(groups.SAMPLERS, args.distributed_sampler_mode,
                                      flag="--distributed-sampler-mode")(strategy.rank, strategy.world_size)
-    return ResumableLoader(
+    loader = ResumableLoader(
         dataset,
         batch_size=args.per_device_batch_size,
         share_fn=share_fn,
@@ -81,6 +113,8 @@ def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy
         pin_memory=strategy.device.type == "cuda",
         streaming=args.streaming,
     )
+    return TrainingData(loader=loader, dataset=dataset, stats=stats,
+                        features=resolve_features(dataset, format_name=args.dataset_format), transforms=transforms)
 
 
 def build_loggers(args: TrainingArgs, *, output_dir: Path, is_main: bool,

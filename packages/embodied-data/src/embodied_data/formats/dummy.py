@@ -12,6 +12,7 @@ with a DataConfig method ``dummy_features() -> {key: (shape, dtype)}``; those ke
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,14 +21,25 @@ from torch.utils.data import Dataset
 
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.training_args import TrainingArgs
+from embodied_core.protocols import DatasetFeature
 
-__all__ = ["DummyDataset", "build_dummy_dataset"]
+__all__ = ["FPS", "DummyDataset", "build_dummy_dataset"]
 
 _TASKS = ("pick up the cube", "push the block to the goal")
 
+FPS = 30.0
+"""Frame rate of the synthetic episodes (``timestamp = frame_index / FPS``)."""
+
 
 class DummyDataset(Dataset):
-    """``num_samples`` random samples; the sample at ``index`` is a pure function of ``(seed, index)``."""
+    """``num_samples`` random samples; the sample at ``index`` is a pure function of ``(seed, index)``.
+
+    A generated dataset: ``root`` is None, ``episodes`` None (every synthetic episode), ``fps`` 30.
+    """
+
+    fps: float = FPS
+    root: Path | None = None
+    episodes: list[int] | None = None
 
     def __init__(self, data_config: BaseDataConfig, *, num_samples: int, seed: int = 0, episode_length: int = 50):
         self.config = data_config
@@ -37,6 +49,25 @@ class DummyDataset(Dataset):
 
     def __len__(self) -> int:
         return self.num_samples
+
+    @cached_property
+    def features(self) -> dict[str, DatasetFeature]:
+        """The keys the samples carry with their per-frame shapes (cameras ``[H, W, 3]`` as LeRobot declares)."""
+        cfg = self.config
+        height, width = cfg.image_size
+        features = {key: DatasetFeature(key=key, dtype="image", shape=(height, width, 3)) for key in cfg.camera_keys}
+        features[cfg.state_key] = DatasetFeature(key=cfg.state_key, dtype="float32", shape=(cfg.state_dim,))
+        features[cfg.action_key] = DatasetFeature(key=cfg.action_key, dtype="float32", shape=(cfg.action_dim,))
+        for key, (shape, dtype) in self._extra_features().items():
+            features[key] = DatasetFeature(key=key, dtype=str(dtype).removeprefix("torch."), shape=tuple(shape))
+        for key in ("index", "episode_index", "frame_index"):
+            features[key] = DatasetFeature(key=key, dtype="int64", shape=(1,))
+        features["timestamp"] = DatasetFeature(key="timestamp", dtype="float32", shape=(1,))
+        return features
+
+    def _extra_features(self) -> dict[str, tuple[Any, Any]]:
+        extra = getattr(self.config, "dummy_features", None)
+        return dict(extra()) if callable(extra) else {}
 
     @cached_property
     def stats(self) -> dict[str, dict[str, np.ndarray]]:
@@ -77,8 +108,7 @@ class DummyDataset(Dataset):
             sample[f"{cfg.state_key}_is_pad"] = torch.zeros(cfg.state_history, dtype=torch.bool)
         sample[cfg.action_key] = torch.randn((cfg.action_horizon, cfg.action_dim), generator=gen)
         sample[f"{cfg.action_key}_is_pad"] = torch.zeros(cfg.action_horizon, dtype=torch.bool)
-        extra = getattr(cfg, "dummy_features", None)
-        for key, (shape, dtype) in (extra() if callable(extra) else {}).items():
+        for key, (shape, dtype) in self._extra_features().items():
             torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
             if torch_dtype.is_floating_point:
                 sample[key] = torch.randn(tuple(shape), generator=gen).to(torch_dtype)
@@ -88,7 +118,7 @@ class DummyDataset(Dataset):
         sample["index"] = torch.tensor(index)
         sample["episode_index"] = torch.tensor(episode)
         sample["frame_index"] = torch.tensor(frame)
-        sample["timestamp"] = torch.tensor(frame / 30.0, dtype=torch.float32)
+        sample["timestamp"] = torch.tensor(frame / FPS, dtype=torch.float32)
         return sample
 
 

@@ -13,6 +13,7 @@ import bisect
 import os
 from collections import OrderedDict
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from torch.utils.data import Dataset
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.errors import DataError
+from embodied_core.protocols import DatasetFeature
 from embodied_data.hdf5.layouts import Hdf5Episode, Hdf5Index, Source, scan_hdf5
 from embodied_data.hdf5.preflight import missing_keys_problem
 
@@ -105,9 +107,33 @@ class Hdf5Dataset(Dataset):
         return self._starts[-1]
 
     @property
+    def root(self) -> Path:
+        """The HDF5 file or folder of episode files."""
+        return self.index.root
+
+    @property
+    def episodes(self) -> list[int]:
+        """Ids of the episodes of the split, in reading order."""
+        return [ep.index for ep in self.index.episodes]
+
+    @property
+    def fps(self) -> float | None:
+        """The frame rate (a file's ``fps`` attribute or the layout's default); None when unknown."""
+        return self.index.fps or None
+
+    @property
     def stats(self) -> dict[str, dict[str, np.ndarray]]:
-        """Stats per key (:attr:`Hdf5Meta.stats`), where models look for a dataset's normalization stats."""
+        """Stats per key (:attr:`Hdf5Meta.stats`): the normalization statistics core hands to transforms."""
         return self.meta.stats
+
+    @cached_property
+    def features(self) -> dict[str, DatasetFeature]:
+        """Metadata of the keys the samples carry, in the file's order (cameras ``image`` ``[H, W, 3]``; the
+        sides of JPEG frames are 0 when the file does not record them)."""
+        carried = {*self._offsets, "next.reward", "next.done"}
+        return {key: DatasetFeature(key=key, dtype="image" if s.kind in ("image", "jpeg") else "float32",
+                                    shape=tuple(s.shape))
+                for key, s in self.index.features.items() if key in carried}
 
     def episode_ranges(self) -> list[tuple[int, int]]:
         """``(start, stop)`` index range of each episode (read by the streaming loader)."""

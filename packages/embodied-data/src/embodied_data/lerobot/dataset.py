@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ import torch
 from torch.utils.data import Dataset
 
 from embodied_core.errors import DataError, UsageError
+from embodied_core.protocols import DatasetFeature
+from embodied_data.feature_maps import FeatureMap, mapped_features, mapped_stats
 from embodied_data.lerobot.deltas import query_indices, to_frame_offsets
 from embodied_data.lerobot.features import DEFAULT_COLUMNS
 from embodied_data.lerobot.metadata import LeRobotMeta, format_ranges
@@ -67,6 +70,8 @@ class LeRobotDataset(Dataset):
         camera_keys: cameras to return (None: every camera of the dataset). Only these are decoded.
         expected_version: the on-disk version the caller expects (``--lerobotdataset-version``).
         transform: applied to each sample dict last (strategies, robot layouts).
+        feature_maps: what ``transform`` does to the stats and feature metadata, in the order it runs (see
+            :mod:`embodied_data.feature_maps`); empty when it keeps the stored keys and dimensions.
         decoder_cache_size: open decoders kept per worker.
         meta: an already loaded :class:`LeRobotMeta` of ``root``.
     """
@@ -75,11 +80,13 @@ class LeRobotDataset(Dataset):
                  delta_timestamps: Mapping[str, Sequence[float]] | None = None, tolerance_s: float = 1e-4,
                  video_backend: str | VideoBackend = "torchcodec", camera_keys: Sequence[str] | None = None,
                  expected_version: str | None = None, transform: Callable[[Sample], Sample] | None = None,
-                 decoder_cache_size: int = 8, meta: LeRobotMeta | None = None) -> None:
+                 feature_maps: Sequence[FeatureMap] = (), decoder_cache_size: int = 8,
+                 meta: LeRobotMeta | None = None) -> None:
         self.meta = meta if meta is not None else LeRobotMeta.load(root, expected_version=expected_version)
         self.root = self.meta.root
         self.tolerance_s = float(tolerance_s)
         self.transform = transform
+        self.feature_maps = tuple(feature_maps)
         self.camera_keys = self._check_cameras(camera_keys)
         self.data_keys = [k for k, f in self.meta.features.items() if not (f.is_video or f.is_image)]
         self.offsets = to_frame_offsets(delta_timestamps, fps=self.meta.fps, tolerance_s=self.tolerance_s,
@@ -152,6 +159,24 @@ class LeRobotDataset(Dataset):
     def fps(self) -> float:
         """Frames per second of the dataset."""
         return self.meta.fps
+
+    @cached_property
+    def stats(self) -> dict[str, dict[str, np.ndarray]]:
+        """Normalization statistics of the numeric features over the selected episodes, as the samples carry
+        them (through :attr:`feature_maps`); see :func:`embodied_data.stats.dataset_stats` for their sources.
+        Computed on first access (one parquet read, no video decoding)."""
+        from embodied_data.stats import dataset_stats
+
+        return mapped_stats(self.feature_maps, dataset_stats(self.root, episodes=self.episodes, cameras=False).stats)
+
+    @cached_property
+    def features(self) -> dict[str, DatasetFeature]:
+        """Metadata of the features the samples carry: the numeric features and the selected cameras, in
+        ``info.json`` order (through :attr:`feature_maps`)."""
+        features = {key: DatasetFeature(key=key, dtype=f.dtype, shape=f.shape, names=f.names)
+                    for key, f in self.meta.features.items()
+                    if not (f.is_video or f.is_image) or key in self.camera_keys}
+        return mapped_features(self.feature_maps, features)
 
     def __getitem__(self, position: int) -> Sample:
         if not 0 <= position < len(self.table):

@@ -17,7 +17,7 @@ from embodied_core.config.training_args import TrainingArgs
 from embodied_core.errors import EmbodiedError, UsageError
 from embodied_data.lerobot.dataset import LeRobotDataset, select_episodes
 from embodied_data.lerobot.metadata import LeRobotMeta
-from embodied_data.robots.layouts import match_layout, resolve_layout
+from embodied_data.robots.layouts import LayoutTransform, match_layout, resolve_layout
 from embodied_data.strategies.base import Compose, make_strategy
 
 __all__ = ["build_dataset", "check_dataset", "parse_split"]
@@ -94,7 +94,10 @@ def _dimension_problems(args: TrainingArgs, data_config: BaseDataConfig, meta: L
 def build_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> LeRobotDataset:
     """Builds the LeRobot dataset named by ``--dataset-path`` for the model's DataConfig."""
     meta, plan, transforms, split, episodes = _prepare(args, data_config)
+    # the stats and features the dataset reports follow the strategy's and the robot layout's reshaping
+    layouts = [t for t in transforms if isinstance(t, LayoutTransform)]
+    feature_maps = [plan.feature_map, *layouts] if plan.feature_map is not None else layouts
     return LeRobotDataset(meta.root, meta=meta, split=split, episodes=episodes,
                           delta_timestamps=plan.delta_timestamps, camera_keys=plan.camera_keys,
                           video_backend=args.video_backend,
-                          transform=Compose(tuple(transforms)) if transforms else None)
+                          transform=Compose(tuple(transforms)) if transforms else None, feature_maps=feature_maps)

@@ -20,6 +20,8 @@ import attrs
 import numpy as np
 
 from embodied_core.errors import DataError, UsageError, did_you_mean
+from embodied_core.protocols import DatasetFeature
+from embodied_data.feature_maps import select_dims
 from embodied_data.lerobot.metadata import LeRobotMeta
 
 __all__ = ["BUILTIN_LAYOUTS", "LayoutTransform", "RobotLayout", "match_layout", "resolve_layout"]
@@ -79,20 +81,45 @@ class RobotLayout:
 
 @attrs.frozen
 class LayoutTransform:
-    """Reorders the last dimension of the state and action tensors of a sample (picklable)."""
+    """Reorders the last dimension of the state and action tensors of a sample (picklable).
+
+    It is also the :class:`~embodied_data.feature_maps.FeatureMap` of that reordering: the dataset's stats and
+    feature metadata of the two keys follow the canonical order (``state_names`` / ``action_names``).
+    """
 
     state_key: str
     state_index: Any
     action_key: str
     action_index: Any
+    state_names: tuple[str, ...] | None = None
+    action_names: tuple[str, ...] | None = None
 
     def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
         import torch
 
-        for key, index in ((self.state_key, self.state_index), (self.action_key, self.action_index)):
+        for key, index in self._gathers():
             if key in sample:
                 sample[key] = torch.index_select(sample[key], -1, torch.from_numpy(np.asarray(index)))
         return sample
+
+    def _gathers(self) -> tuple[tuple[str, Any], tuple[str, Any]]:
+        return (self.state_key, self.state_index), (self.action_key, self.action_index)
+
+    def map_stats(self, stats: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:
+        """Stats of the state and action keys gathered into the canonical order."""
+        out = {key: dict(entry) for key, entry in stats.items()}
+        for key, index in self._gathers():
+            if key in out:
+                out[key] = select_dims(out[key], index)
+        return out
+
+    def map_features(self, features: Mapping[str, DatasetFeature]) -> dict[str, DatasetFeature]:
+        """The state and action features with the layout's width and canonical dimension names."""
+        out = dict(features)
+        for (key, index), names in zip(self._gathers(), (self.state_names, self.action_names), strict=True):
+            if key in out:
+                out[key] = attrs.evolve(out[key], shape=(*out[key].shape[:-1], len(index)), names=names)
+        return out
 
 
 def _g1_inspire() -> RobotLayout:
@@ -160,4 +187,5 @@ def match_layout(layout: RobotLayout, meta: LeRobotMeta, *, state_key: str, acti
                     "so it is used", layout.name, meta.robot_type)
     if not len(state_index) or not len(action_index):
         raise DataError(f"--robot-type {layout.name}: empty state or action layout")
-    return LayoutTransform(state_key, state_index.tolist(), action_key, action_index.tolist())
+    return LayoutTransform(state_key, state_index.tolist(), action_key, action_index.tolist(),
+                           state_names=tuple(layout.state), action_names=tuple(layout.action))

@@ -14,6 +14,7 @@ import attrs
 
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.errors import UsageError, did_you_mean
+from embodied_data.feature_maps import FeatureMap
 from embodied_data.lerobot.metadata import LeRobotMeta
 
 __all__ = ["Compose", "DatasetPlan", "DatasetStrategy", "history_offsets", "make_strategy", "require_feature"]
@@ -29,11 +30,14 @@ class DatasetPlan:
         delta_timestamps: key -> offsets (s) from the current frame.
         camera_keys: dataset camera keys to decode (only these are read).
         transform: applied to each sample dict (None: samples keep the LeRobot keys as read).
+        feature_map: what ``transform`` does to the dataset's stats and feature metadata (None: it keeps the
+            stored keys and dimensions); see :mod:`embodied_data.feature_maps`.
     """
 
     delta_timestamps: dict[str, list[float]]
     camera_keys: list[str]
     transform: Callable[[Sample], Sample] | None = None
+    feature_map: FeatureMap | None = None
 
 
 class DatasetStrategy(abc.ABC):

@@ -22,10 +22,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import numpy as np
 import torch
 
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.errors import DataError, UsageError
+from embodied_core.protocols import DatasetFeature
+from embodied_data.feature_maps import select_dims
 from embodied_data.lerobot.metadata import LeRobotMeta
 from embodied_data.strategies.base import DatasetPlan, DatasetStrategy, require_feature
 from embodied_data.strategies.default import default_offsets
@@ -138,6 +141,32 @@ class ModalityTransform:
                                 f"tasks table") from None
         return sample
 
+    def _parts(self) -> list[tuple[str, Slice]]:
+        return [(prefix, part) for prefix, parts in (("state", self.layout.state), ("action", self.layout.action))
+                for part in parts]
+
+    def map_stats(self, stats: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:
+        """The stored stats plus those of every ``state.*`` / ``action.*`` slice (exact: per-dimension)."""
+        out = {key: dict(entry) for key, entry in stats.items()}
+        for prefix, part in self._parts():
+            if part.original_key in stats:
+                out[f"{prefix}.{part.name}"] = select_dims(stats[part.original_key], slice(part.start, part.end))
+        return out
+
+    def map_features(self, features: Mapping[str, DatasetFeature]) -> dict[str, DatasetFeature]:
+        """The features with the slices added, the cameras renamed ``video.*`` and the annotation strings."""
+        renamed = {key: f"video.{name}" for name, key in self.layout.video.items()}
+        out = {renamed.get(key, key): attrs.evolve(f, key=renamed.get(key, key)) for key, f in features.items()}
+        for prefix, part in self._parts():
+            source = features.get(part.original_key)
+            if source is not None:
+                names = source.names[part.start:part.end] if source.names else None
+                out[f"{prefix}.{part.name}"] = DatasetFeature(key=f"{prefix}.{part.name}", dtype=source.dtype,
+                                                              shape=(part.end - part.start,), names=names)
+        for name in self.layout.annotation:
+            out[f"annotation.{name}"] = DatasetFeature(key=f"annotation.{name}", dtype="string", shape=())
+        return out
+
 
 class GrootStrategy(DatasetStrategy):
     """GR00T N1.7 data layout (``meta/modality.json``) with the DataConfig's horizons."""
@@ -153,8 +182,8 @@ class GrootStrategy(DatasetStrategy):
             require_feature(meta, key, field="modality.json original_key")
         deltas = default_offsets(meta, data_config, state_keys=state_keys, action_keys=action_keys,
                                  camera_keys=cameras)
-        return DatasetPlan(delta_timestamps=deltas, camera_keys=cameras,
-                           transform=ModalityTransform(layout, dict(meta.tasks)))
+        transform = ModalityTransform(layout, dict(meta.tasks))
+        return DatasetPlan(delta_timestamps=deltas, camera_keys=cameras, transform=transform, feature_map=transform)
 
     @staticmethod
     def _camera(layout: ModalityLayout, meta: LeRobotMeta, name: str) -> str:

@@ -6,7 +6,8 @@ Per sample (openpi ``transforms.py`` / lerobot ``processor_pi05.py`` semantics):
    kept, centred, black bars as openpi's ``resize_with_pad``) to ``data.image_size`` and stays uint8 (it
    crosses the worker boundary as bytes; the model maps it to [-1, 1]). A slot without a camera, or a
    camera the sample lacks, is an all-zero image (= -1 after scaling) with mask 0.
-2. state and actions are normalized with the dataset stats (quantile: q01..q99 -> -1..1).
+2. state and actions are normalized with the dataset stats core hands to ``make_transforms`` (quantile:
+   q01..q99 -> -1..1); sampled actions go back through ``postprocess_actions`` (unnormalize, drop padding).
 3. the state is zero-padded to ``model.max_state_dim``, clipped to [-1, 1] and discretized into 256 bins;
    the prompt is ``"Task: <task>, State: <bins>;\\nAction: "``, tokenized and right-padded to
    ``model.max_token_len`` (longer prompts are truncated with a warning). openpi does not clip, so a
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -30,8 +31,12 @@ from embodied_models.pi05.batch import Pi05PreparedBatch
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
 from embodied_models.pi05.tokenizer import PAD_ID, PromptTokenizer, load_tokenizer
 
+if TYPE_CHECKING:
+    from embodied_core.protocols import Stats
+    from embodied_data.normalize import Normalizer
+
 __all__ = ["Pi05SampleTransform", "collate_pi05", "discretize_state", "make_transforms", "pi05_prompt",
-           "resize_with_pad", "resolve_stats"]
+           "resize_with_pad"]
 
 logger = logging.getLogger("embodied.models.pi05")
 
@@ -86,24 +91,21 @@ def _as_uint8_image(value: Any, key: str) -> torch.Tensor:
 class Pi05SampleTransform:
     """The per-sample transform (picklable: runs in DataLoader workers).
 
+    Training samples and inference observations (the same keys without ``action``) both pass through it.
+
     Args:
         model_config, data_config: the run's sections.
         tokenizer: prompt tokenizer (see tokenizer.load_tokenizer).
-        stats: ``{key: {stat: array}}`` for the state and action keys (unused with normalization none).
+        normalizer: the state/action normalizer (None with ``data.normalization=none``).
     """
 
     def __init__(self, model_config: Pi05ModelConfig, data_config: Pi05DataConfig, tokenizer: PromptTokenizer,
-                 stats: Mapping[str, Mapping[str, Any]] | None) -> None:
+                 normalizer: Normalizer | None) -> None:
         self.model_config = model_config
         self.data_config = data_config
         self.tokenizer = tokenizer
         self._warned_truncation = False
-        self.normalizer = None
-        if data_config.normalization != "none":
-            from embodied_data.normalize import Normalizer
-
-            keys = (data_config.state_key, data_config.action_key)
-            self.normalizer = Normalizer(stats or {}, dict.fromkeys(keys, data_config.normalization))
+        self.normalizer = normalizer
 
     def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
         cfg = self.data_config
@@ -166,7 +168,8 @@ class Pi05SampleTransform:
         return tokens, mask
 
     def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Model actions [..., max_action_dim] -> dataset units [..., action_dim]."""
+        """Model actions [..., max_action_dim] -> dataset units [..., action_dim] (the transforms'
+        ``postprocess_actions``)."""
         real = actions[..., : self.data_config.action_dim]
         if self.normalizer is None:
             return real
@@ -186,54 +189,40 @@ def collate_pi05(samples: Sequence[Mapping[str, Any]]) -> Pi05PreparedBatch:
     )
 
 
-def resolve_stats(dataset: Any, data_config: Pi05DataConfig, *, max_samples: int = 1000) -> dict[str, Any]:
-    """Stats of the state and action keys: the dataset's own (``.stats``, or computed by embodied_data from a
-    LeRobot dataset's files), else computed from up to ``max_samples`` evenly spaced samples."""
-    keys = [data_config.state_key, data_config.action_key]
-    stats = getattr(dataset, "stats", None)
-    if isinstance(stats, Mapping) and all(k in stats for k in keys):
-        return dict(stats)
-    root = getattr(dataset, "root", None)
-    if getattr(dataset, "meta", None) is not None and root is not None:
-        from embodied_data.stats import dataset_stats
+def _normalizer(data_config: Pi05DataConfig, stats: Stats | None) -> Normalizer | None:
+    """The state/action normalizer of ``data.normalization`` from the dataset statistics core resolved."""
+    if data_config.normalization == "none":
+        return None
+    from embodied_data.normalize import Normalizer
 
-        found = dataset_stats(root, episodes=getattr(dataset, "episodes", None)).stats
-        if all(k in found for k in keys):
-            return found
-    return _stats_from_samples(dataset, keys, max_samples=max_samples)
-
-
-def _stats_from_samples(dataset: Any, keys: list[str], *, max_samples: int) -> dict[str, dict[str, np.ndarray]]:
-    num = len(dataset)
-    if num == 0:
-        raise DataError("the dataset is empty; cannot compute normalization stats")
-    indices = np.unique(np.linspace(0, num - 1, min(num, max_samples)).astype(int))
-    logger.warning("dataset %s has no stats; computing state/action stats from %d samples",
-                   type(dataset).__name__, len(indices))
-    values: dict[str, list[np.ndarray]] = {k: [] for k in keys}
-    for i in indices:
-        sample = dataset[int(i)]
-        for key in keys:
-            if key not in sample:
-                raise DataError(f"sample {i} has no {key!r} (keys: {', '.join(sorted(sample))})")
-            arr = torch.as_tensor(sample[key]).double().numpy()
-            values[key].append(arr.reshape(-1, arr.shape[-1]))
-    out = {}
-    for key, parts in values.items():
-        data = np.concatenate(parts)
-        out[key] = {"mean": data.mean(0), "std": data.std(0), "min": data.min(0), "max": data.max(0),
-                    "q01": np.quantile(data, 0.01, axis=0), "q99": np.quantile(data, 0.99, axis=0)}
-    return out
+    keys = (data_config.state_key, data_config.action_key)
+    if stats is None:
+        raise DataError(f"data.normalization={data_config.normalization} needs the dataset statistics of "
+                        f"{' and '.join(map(repr, keys))}, but none were given; set data.normalization=none to "
+                        "train on raw values")
+    absent = [key for key in keys if key not in stats]
+    if absent:
+        raise DataError(f"data.normalization={data_config.normalization}: the dataset statistics have no "
+                        f"{' or '.join(map(repr, absent))} (they cover {', '.join(sorted(stats)) or 'nothing'}); "
+                        "set data.state_key / data.action_key to the dataset's names")
+    try:
+        return Normalizer(stats, dict.fromkeys(keys, data_config.normalization))
+    except ValueError as exc:
+        raise DataError(f"data.normalization={data_config.normalization}: {exc}") from None
 
 
-def make_transforms(model_config: Pi05ModelConfig, data_config: Pi05DataConfig, dataset: Any) -> Transforms:
-    """Transforms of the pi05 plugins (``ModelSpec.transforms``).
+def make_transforms(model_config: Pi05ModelConfig, data_config: Pi05DataConfig, *,
+                    stats: Stats | None) -> Transforms:
+    """Transforms of the pi05 plugins (``ModelSpec.transforms``; see :class:`embodied_core.protocols.MakeTransforms`).
 
-    The tokenizer comes from ``data.tokenizer_path`` or ``--tokenizer-path`` (environment TOKENIZER_PATH);
+    ``stats`` are the dataset's statistics (resolved by core, or read from a policy folder); the state and
+    action keys need the stats of ``data.normalization`` (q01/q99 for quantile) unless it is ``none``. The
+    tokenizer comes from ``data.tokenizer_path`` or ``--tokenizer-path`` (environment TOKENIZER_PATH);
     ``model.tokenizer=tiny`` uses the built-in tokenizer when neither is set.
     """
+    normalizer = _normalizer(data_config, stats)
     tokenizer = load_tokenizer(model_config.tokenizer, data_config.resolved_tokenizer_path(),
                                vocab_size=model_config.vocab_size)
-    stats = resolve_stats(dataset, data_config) if data_config.normalization != "none" else None
-    return Transforms(sample_transform=Pi05SampleTransform(model_config, data_config, tokenizer, stats),
-                      collate_fn=collate_pi05)
+    transform = Pi05SampleTransform(model_config, data_config, tokenizer, normalizer)
+    return Transforms(sample_transform=transform, collate_fn=collate_pi05,
+                      postprocess_actions=transform.unnormalize_actions)
