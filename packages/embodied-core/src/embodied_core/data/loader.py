@@ -22,6 +22,8 @@ from torch.utils.data import DataLoader, Dataset
 from embodied_core.data.samplers import ShareFn
 from embodied_core.data.streaming import StreamingShard, episode_blocks, streaming_order
 from embodied_core.data.transport import PackingCollate, unpack_small_tensors
+from embodied_core.data.worker_errors import WorkerFailure, in_worker, raise_if_failure
+from embodied_core.errors import EmbodiedError
 
 __all__ = ["ResumableLoader", "sample_seed"]
 
@@ -54,12 +56,25 @@ class _SeededTransformDataset(Dataset):
         np.random.seed(seed % 2**32)
         return self.transform(self.dataset[index])
 
-    def __getitem__(self, key: tuple[int, int]) -> dict[str, Any]:
-        return self.__getitems__([key])[0]
+    def __getitem__(self, key: tuple[int, int]) -> dict[str, Any] | WorkerFailure:
+        samples = self.__getitems__([key])
+        return samples if isinstance(samples, WorkerFailure) else samples[0]
 
-    def __getitems__(self, keys: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
+    def __getitems__(self, keys: Sequence[tuple[int, int]]) -> list[dict[str, Any]] | WorkerFailure:
         """A whole batch (the DataLoader's batched fetch) under one save/restore of the global RNGs: saving
-        and restoring NumPy's state costs ~0.1-0.2 ms, too much to pay per sample."""
+        and restoring NumPy's state costs ~0.1-0.2 ms, too much to pay per sample.
+
+        In a DataLoader worker, an :class:`EmbodiedError` (a bad file, ...) is returned as a
+        :class:`WorkerFailure` that the loader re-raises as itself (``worker_errors.py``).
+        """
+        try:
+            return self._samples(keys)
+        except EmbodiedError as exc:
+            if not in_worker():
+                raise
+            return WorkerFailure(exc)
+
+    def _samples(self, keys: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
         if self.transform is None:  # no transform, no randomness to seed: the samples as the dataset gives them
             return [self.dataset[index] for _, index in keys]
         py_state, np_state = random.getstate(), np.random.get_state()
@@ -177,6 +192,7 @@ class ResumableLoader:
     def __iter__(self) -> Iterator[Any]:
         while True:
             for batch in self._epoch_loader():
+                raise_if_failure(batch)
                 self.position += self.batch_size
                 yield unpack_small_tensors(batch) if self.num_workers > 0 else batch
             self.epoch += 1

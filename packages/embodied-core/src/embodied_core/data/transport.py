@@ -18,6 +18,9 @@ import attrs
 import numpy as np
 import torch
 
+from embodied_core.data.worker_errors import WorkerFailure, in_worker
+from embodied_core.errors import EmbodiedError
+
 __all__ = ["INLINE_MAX_BYTES", "PackingCollate", "pack_small_tensors", "unpack_small_tensors"]
 
 INLINE_MAX_BYTES = 64 * 1024
@@ -84,10 +87,25 @@ def unpack_small_tensors(batch: Any) -> Any:
 
 
 class PackingCollate:
-    """``collate_fn`` followed by :func:`pack_small_tensors`; picklable for spawn/forkserver workers."""
+    """``collate_fn`` followed by :func:`pack_small_tensors`; picklable for spawn/forkserver workers.
+
+    A :class:`WorkerFailure` among the samples (or an :class:`EmbodiedError` of ``collate_fn`` in a worker) is
+    passed on as the batch, for the loader to re-raise in the main process.
+    """
 
     def __init__(self, collate_fn: Callable[[Sequence[Any]], Any]) -> None:
         self.collate_fn = collate_fn
 
-    def __call__(self, samples: Sequence[Any]) -> Any:
-        return pack_small_tensors(self.collate_fn(samples))
+    def __call__(self, samples: Sequence[Any] | WorkerFailure) -> Any:
+        if isinstance(samples, WorkerFailure):
+            return samples
+        failure = next((s for s in samples if isinstance(s, WorkerFailure)), None)
+        if failure is not None:
+            return failure
+        try:
+            batch = self.collate_fn(samples)
+        except EmbodiedError as exc:
+            if not in_worker():
+                raise
+            return WorkerFailure(exc)
+        return pack_small_tensors(batch)

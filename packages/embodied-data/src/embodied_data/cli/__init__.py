@@ -1,7 +1,7 @@
 """``embodied data``: inspect, synthesize and summarize datasets (entry point group ``embodied.commands``).
 
 ```
-embodied data inspect PATH [--json]          version, episodes, features, codecs in the files, problems
+embodied data inspect PATH [--deep] [--json] version, episodes, features, codecs in the files, problems
 embodied data synth OUTPUT [--episodes N ...] a small LeRobot v3.0 dataset of a visual reaching task
 embodied data stats PATH [--episodes ...]    per-feature stats and where they come from
 ```
@@ -33,6 +33,7 @@ def _episodes(text: str) -> list[int]:
 def _parser() -> argparse.ArgumentParser:
     from embodied_core import registry
     from embodied_core.registry.groups import COMMANDS
+    from embodied_data.cli.inspect_video import DEEP_FRAMES_PER_EPISODE
 
     extra = sorted(name[len("data-"):] for name in registry.names(COMMANDS) if name.startswith("data-"))
     epilog = f"sub-commands from other packages: {', '.join(extra)}" if extra else None
@@ -41,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
 
     inspect = sub.add_parser("inspect", help="describe a LeRobot dataset and list its problems (exit 1 if any)")
     inspect.add_argument("path", help="dataset root (the folder holding meta/info.json)")
+    inspect.add_argument("--deep", action="store_true",
+                         help=f"decode {DEEP_FRAMES_PER_EPISODE} frames spread over every episode and camera, not only "
+                              "the last one (slower; what CI should run)")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
 
     synth = sub.add_parser("synth", help="write a small LeRobot v3.0 dataset of a visual reaching task")
@@ -72,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
 def _run_inspect(args: argparse.Namespace) -> int:
     from embodied_data.cli.inspect import inspect_dataset, render_report
 
-    report = inspect_dataset(args.path)
+    report = inspect_dataset(args.path, deep=args.deep)
     if args.json:
         print(json.dumps({"path": report.path, "ok": report.ok, **report.facts, "problems": report.problems,
                           "notes": report.notes}, indent=2))

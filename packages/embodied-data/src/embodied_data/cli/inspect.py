@@ -1,24 +1,27 @@
-"""``embodied data inspect PATH``: what a LeRobot dataset holds and what is wrong with it.
+"""``embodied data inspect PATH``: what a LeRobot dataset holds and what is wrong with it, before training.
 
 An HDF5 file or folder (robomimic / ALOHA) gets a shorter report: layout, episodes, frames and keys.
 
-Reads the metadata (``embodied_data.lerobot.metadata``), the parquet footers (row counts, columns) and
-each video's container header (codec, size, duration, probed with PyAV); decodes nothing. Problems make
-the dataset unusable for some episodes (missing or short files, wrong counts, undeclared columns) and
-give exit code 1; notes are inconsistencies readers tolerate (``video.codec`` in info.json that
-disagrees with the files, absent stats).
+Reads the metadata (``embodied_data.lerobot.metadata``), every data parquet in full (``inspect_rows``: columns,
+widths against ``info.json``, row counts, timestamp spacing) and each video's container header, then checks the
+rows' timestamps against the video streams and decodes the last frame of every episode (``inspect_video``;
+``deep=True`` decodes a sample of frames per episode). Problems are what would stop or corrupt training (missing,
+truncated or unreadable files, each named by path; wrong counts or widths; timestamps past a video) and give exit
+code 1; notes are inconsistencies readers tolerate (``video.codec`` in info.json that disagrees with the files,
+absent stats).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from embodied_core.errors import DataError
+from embodied_data.cli.inspect_rows import check_data_files
+from embodied_data.cli.inspect_rows import format_ranges as _ranges
+from embodied_data.cli.inspect_video import check_camera
 
 __all__ = ["InspectReport", "inspect_dataset", "render_report"]
 
@@ -38,41 +41,6 @@ class InspectReport:
     def ok(self) -> bool:
         """True when no problem was found."""
         return not self.problems
-
-
-def _ranges(values: Iterable[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
-    items = sorted(set(values))
-    if not items:
-        return "none"
-    parts, start, prev = [], items[0], items[0]
-    for value in [*items[1:], None]:
-        if value is not None and value == prev + 1:
-            prev = value
-            continue
-        parts.append(f"{start}-{prev}" if prev > start else str(start))
-        if value is not None:
-            start = prev = value
-    return ", ".join(parts)
-
-
-def _probe_video(path: Path) -> dict[str, Any]:
-    import av
-
-    from embodied_data.video.probe import normalize_codec
-
-    with av.open(str(path)) as container:
-        if not container.streams.video:
-            raise DataError(f"{path}: no video stream")
-        stream = container.streams.video[0]
-        if stream.duration is not None:
-            duration = float(stream.duration * stream.time_base)
-        elif container.duration is not None:
-            duration = container.duration / 1_000_000
-        else:
-            duration = None
-        return {"codec": normalize_codec(stream.codec_context.codec.name), "width": stream.codec_context.width,
-                "height": stream.codec_context.height, "duration": duration}
 
 
 def _check_counts(meta: Any, report: InspectReport) -> None:
@@ -99,78 +67,6 @@ def _check_counts(meta: Any, report: InspectReport) -> None:
         outside = [e for e in episodes if e not in meta.episodes]
         if outside:
             report.problems.append(f"split {split!r} names episode(s) {_ranges(outside)} that the metadata lacks")
-
-
-def _check_data_files(meta: Any, report: InspectReport) -> None:
-    import pyarrow.parquet as pq
-
-    by_file: dict[Path, list[Any]] = defaultdict(list)
-    for ep in meta.episodes.values():
-        by_file[meta.data_file(ep.index)].append(ep)
-    missing: list[int] = []
-    declared = [k for k, f in meta.features.items() if not f.is_video]
-    for path, episodes in by_file.items():
-        if not path.is_file():
-            missing.extend(ep.index for ep in episodes)
-            continue
-        try:
-            parquet = pq.ParquetFile(path)
-        except Exception as exc:  # pyarrow raises several types for corrupt files
-            report.problems.append(f"{path}: unreadable parquet ({exc})")
-            continue
-        columns = set(parquet.schema_arrow.names)
-        absent = [k for k in declared if k not in columns]
-        if absent:
-            report.problems.append(f"{path}: declared feature column(s) {absent} are absent")
-        expected = sum(ep.length for ep in episodes)
-        if meta.version != "v3.0" and parquet.metadata.num_rows != expected:
-            report.problems.append(f"{path}: {parquet.metadata.num_rows} rows, episode {episodes[0].index} has "
-                                   f"length {expected}")
-        elif meta.version == "v3.0" and parquet.metadata.num_rows < expected:
-            report.problems.append(f"{path}: {parquet.metadata.num_rows} rows, fewer than the {expected} frames of "
-                                   f"episode(s) {_ranges(ep.index for ep in episodes)}")
-    report.facts["data_files"] = {"total": len(by_file), "missing": len(by_file) - sum(p.is_file() for p in by_file)}
-    if missing:
-        report.problems.append(f"data files missing for {len(missing)} episode(s): {_ranges(missing)}")
-
-
-def _check_camera(meta: Any, camera: str, report: InspectReport) -> dict[str, Any]:
-    feature = meta.features[camera]
-    declared_codec = feature.video_info.get("video.codec")
-    by_file: dict[Path, list[Any]] = defaultdict(list)
-    for ep in meta.episodes.values():
-        by_file[meta.video_file(ep.index, camera)].append(ep)
-    missing: list[int] = []
-    codecs: set[str] = set()
-    sizes: set[tuple[int, int]] = set()
-    for path, episodes in by_file.items():
-        if not path.is_file():
-            missing.extend(ep.index for ep in episodes)
-            continue
-        try:
-            probe = _probe_video(path)
-        except Exception as exc:  # PyAV raises FFmpeg errors of many kinds for broken files
-            report.problems.append(f"{camera}: {path} cannot be opened ({exc})")
-            continue
-        codecs.add(probe["codec"])
-        sizes.add((probe["height"], probe["width"]))
-        end = max(meta.video_from_timestamp(ep.index, camera) + (ep.length - 1) / meta.fps for ep in episodes)
-        if probe["duration"] is not None and probe["duration"] + 1.0 / meta.fps < end - 1e-4:
-            report.problems.append(f"{camera}: {path} lasts {probe['duration']:.3f}s, but episode(s) "
-                                   f"{_ranges(ep.index for ep in episodes)} need frames up to {end:.3f}s")
-    if missing:
-        report.problems.append(f"{camera}: video files missing for {len(missing)} episode(s): {_ranges(missing)}")
-    shape = tuple(feature.shape[:2]) if feature.shape and len(feature.shape) >= 2 else None
-    for size in sorted(sizes):
-        if shape is not None and size != shape:
-            report.problems.append(f"{camera}: files are {size[1]}x{size[0]} (WxH), info.json declares "
-                                   f"{shape[1]}x{shape[0]}")
-    if declared_codec and codecs and {declared_codec} != codecs:
-        report.notes.append(f"{camera}: info.json says video.codec {declared_codec!r}, the files are "
-                            f"{', '.join(sorted(codecs))} (readers use the files' codec)")
-    return {"codec_in_files": sorted(codecs), "codec_in_info": declared_codec, "files": len(by_file),
-            "files_missing": len(by_file) - sum(p.is_file() for p in by_file),
-            "episodes_with_video": len(meta.episodes) - len(missing), "shape": list(feature.shape or [])}
 
 
 def _check_stats(meta: Any, report: InspectReport) -> None:
@@ -215,8 +111,13 @@ def _inspect_hdf5(path: Path, report: InspectReport) -> InspectReport:
     return report
 
 
-def inspect_dataset(path: str | Path) -> InspectReport:
-    """Inspects the LeRobot dataset (or HDF5 file/folder) at ``path`` (see the module docstring)."""
+def inspect_dataset(path: str | Path, *, deep: bool = False, tolerance_s: float = 1e-4) -> InspectReport:
+    """Inspects the LeRobot dataset (or HDF5 file/folder) at ``path`` (see the module docstring).
+
+    Args:
+        deep: decode a sample of frames of every episode and camera, not only the last one.
+        tolerance_s: how far a decoded frame may be from the requested time (the reader's default).
+    """
     from embodied_data.lerobot.metadata import LeRobotMeta
 
     report = InspectReport(path=str(path))
@@ -235,8 +136,14 @@ def inspect_dataset(path: str | Path) -> InspectReport:
                      if k not in _DEFAULT_COLUMNS},
     })
     _check_counts(meta, report)
-    _check_data_files(meta, report)
-    report.facts["cameras"] = {cam: _check_camera(meta, cam, report) for cam in meta.camera_keys}
+    rows = check_data_files(meta, tolerance_s=tolerance_s)
+    report.problems.extend(rows.problems)
+    report.facts["data_files"] = {"total": rows.total, "missing": len(rows.missing)}
+    report.facts["cameras"] = {
+        cam: check_camera(meta, cam, timestamps=rows.timestamps, deep=deep, tolerance_s=tolerance_s,
+                          problems=report.problems, notes=report.notes)
+        for cam in meta.camera_keys}
+    report.facts["decoded"] = "a sample of frames per episode" if deep else "the last frame of each episode"
     _check_stats(meta, report)
     complete = [ep for ep in meta.episodes if meta.data_file(ep).is_file()
                 and all(meta.video_file(ep, cam).is_file() for cam in meta.camera_keys)]
@@ -272,6 +179,8 @@ def render_report(report: InspectReport) -> str:
             lines.append(f"  {cam:<36} codec in files: {codec} (info.json: {c['codec_in_info']})   "
                          f"files: {c['files'] - c['files_missing']}/{c['files']}   "
                          f"episodes with video: {c['episodes_with_video']}/{facts['episodes']}")
+        if facts.get("cameras"):
+            lines.append(f"decoded: {facts['decoded']} (--deep: a sample of each)")
     for note in report.notes:
         lines.append(f"note: {note}")
     if report.problems:

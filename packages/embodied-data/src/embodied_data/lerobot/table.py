@@ -7,6 +7,7 @@ writer) or variable-length ``list`` (converted or third-party files); every row 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,19 @@ def _column_to_numpy(column: Any, *, name: str, path: Path) -> np.ndarray:
     return np.ascontiguousarray(column.to_numpy(zero_copy_only=False))
 
 
-def _read_file(path: Path, wanted: Sequence[str], episodes: set[int]) -> dict[str, np.ndarray]:
+def _check_width(path: Path, name: str, values: np.ndarray, feature: Any) -> None:
+    """A numeric column must hold as many values per row as ``info.json``'s shape declares."""
+    if feature is None or feature.dtype in ("string", "image", "video") or values.dtype == object:
+        return
+    declared = math.prod(feature.shape) if feature.shape else 1
+    width = math.prod(values.shape[1:])
+    if width != declared:
+        raise DataError(f"{path}: column {name!r} has {width} value(s) per row, but meta/info.json declares shape "
+                        f"{list(feature.shape)} ({declared} value(s))")
+
+
+def _read_file(path: Path, wanted: Sequence[str], episodes: set[int],
+               features: dict[str, Any]) -> dict[str, np.ndarray]:
     import pyarrow.compute as pc
 
     if not path.exists():
@@ -74,7 +87,10 @@ def _read_file(path: Path, wanted: Sequence[str], episodes: set[int]) -> dict[st
     file_episodes = set(np.unique(table.column("episode_index").to_numpy()).tolist())
     if not file_episodes <= episodes:  # v3.0: the file holds other episodes too
         table = table.filter(pc.is_in(table.column("episode_index"), value_set=_pa_array(sorted(episodes))))
-    return {name: _column_to_numpy(table.column(name), name=name, path=path) for name in table.column_names}
+    columns = {name: _column_to_numpy(table.column(name), name=name, path=path) for name in table.column_names}
+    for name, values in columns.items():
+        _check_width(path, name, values, features.get(name))
+    return columns
 
 
 def _pa_array(values: Iterable[int]) -> Any:
@@ -89,7 +105,7 @@ def load_table(meta: LeRobotMeta, episodes: Sequence[int], *, columns: Sequence[
     files: dict[Path, set[int]] = {}
     for ep in selected:
         files.setdefault(meta.data_file(ep), set()).add(ep)
-    parts = [_read_file(path, columns, eps) for path, eps in files.items()]
+    parts = [_read_file(path, columns, eps, meta.features) for path, eps in files.items()]
     present = set.intersection(*(set(p) for p in parts)) if parts else set()
     absent = [c for c in columns if c not in present]
     if absent:

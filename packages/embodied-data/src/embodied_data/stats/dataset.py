@@ -61,6 +61,7 @@ def _rows_by_file(meta: LeRobotMeta, episodes: Iterable[int], columns: list[str]
     """Tables of ``columns`` (+ ``episode_index``) per data file, filtered to ``episodes``."""
     import pyarrow as pa
     import pyarrow.compute as pc
+
     by_file: dict[Path, list[int]] = {}
     for ep in episodes:
         by_file.setdefault(meta.data_file(ep), []).append(ep)

@@ -49,5 +49,6 @@ class TorchCodecBackend(VideoBackend):
         try:
             batch = handle.get_frames_at(indices=indices)
         except (RuntimeError, IndexError) as exc:
-            raise self.unsupported(path, f"torchcodec failed to decode frames {indices} ({exc})") from None
+            raise self.unsupported(path, f"torchcodec failed to decode frames {indices} ({exc}); the header lists "
+                                         f"{num_frames} frames, so a truncated or damaged file is likely") from None
         return batch.data, batch.pts_seconds.tolist()
