@@ -1,0 +1,1 @@
+"""Evaluation environments (entry-point group ``embodied.envs``)."""

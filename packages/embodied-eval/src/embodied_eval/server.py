@@ -1,0 +1,204 @@
+"""``embodied serve``: a policy behind openpi's websocket protocol.
+
+The protocol, as ``openpi_client.WebsocketClientPolicy`` speaks it:
+
+1. The client connects (optionally with the header ``Authorization: Api-Key <key>``); the server sends one
+   binary message, the policy's metadata.
+2. Each request is a binary message with an observation map; the answer is a map with ``"actions"``
+   (``[H, action_dim]`` float32, dataset units), ``"policy_timing"`` (``infer_ms``) and ``"server_timing"``
+   (``infer_ms``, ``queue_ms``, and ``prev_total_ms`` from the second request on). See :mod:`.wire`.
+3. An error is a *text* message (openpi's client raises it as ``RuntimeError``). A bad request (undecodable
+   bytes, a missing/extra key, a wrong shape or dtype) gets its message and the connection stays open; an
+   unexpected failure gets the traceback and the connection is closed with code 1011, as openpi's server does.
+   Either way the server keeps serving everyone else.
+
+Unlike openpi's server, inference runs in one worker thread, so the event loop keeps accepting connections
+and answering pings while the model runs; requests from concurrent clients wait in that worker's queue (the
+wait is ``queue_ms``). ``GET /healthz`` answers ``OK`` (no key needed).
+
+Closed-loop state: the policy is reset (new episode, noise generator reseeded) whenever a client connects to
+a server with no other open connection, so a client alone sees exactly what a freshly loaded policy returns.
+Concurrent clients share the policy's noise generator and closed-loop state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import http
+import logging
+import signal
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from websockets.asyncio.server import Request, Response, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
+
+from embodied_core.errors import UsageError
+from embodied_eval.keymap import KeyMap
+from embodied_eval.wire import WireError, pack, unpack
+
+__all__ = ["PolicyServer", "describe_expected"]
+
+logger = logging.getLogger(__name__)
+
+
+def describe_expected(metadata: Any) -> str:
+    """What a request must hold, e.g. ``observation.images.front uint8 (96, 96, 3), observation.state [2], task``."""
+    height, width, channels = metadata.image_shape
+    parts = [f"{key} uint8 ({height}, {width}, {channels}) or ({channels}, {height}, {width})"
+             for key in metadata.camera_keys]
+    parts.append(f"{metadata.state_key} float [{metadata.state_dim}]")
+    if metadata.needs_task:
+        parts.append("task str")
+    return ", ".join(parts)
+
+
+class PolicyServer:
+    """Serves one policy to any number of websocket clients.
+
+    Args:
+        policy: an ``embodied_core.protocols.Policy``.
+        host: interface to listen on.
+        port: TCP port; 0 picks a free one (see :attr:`port` once started).
+        api_key: when set, a connection must send ``Authorization: Api-Key <api_key>`` (else HTTP 401).
+        key_map: renames client keys to the policy's LeRobot keys.
+        max_message_bytes: largest request accepted (larger ones close the connection with 1009).
+    """
+
+    def __init__(self, policy: Any, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
+                 key_map: KeyMap | None = None, max_message_bytes: int = 64 * 2**20) -> None:
+        self.policy = policy
+        self.host = host
+        self.port = port
+        self.key_map = key_map or KeyMap()
+        self.key_map.check_targets([*policy.metadata.camera_keys, policy.metadata.state_key, "task"])
+        self._api_key = api_key
+        self._max_message_bytes = max_message_bytes
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodied-inference")
+        self._open_connections = 0
+        self.metadata: dict[str, Any] = {**policy.metadata.to_dict(), "obs_key_map": dict(self.key_map.pairs)}
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    def serve_forever(self, *, on_ready: Callable[[PolicyServer], None] | None = None) -> None:
+        """Runs until SIGTERM or SIGINT, then closes every connection (code 1001) and returns."""
+        asyncio.run(self._serve_until_signal(on_ready))
+
+    async def _serve_until_signal(self, on_ready: Callable[[PolicyServer], None] | None) -> None:
+        loop = asyncio.get_running_loop()
+        stop: asyncio.Future[int] = loop.create_future()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda s=sig: stop.done() or stop.set_result(s))
+        received = await self.serve(stop, on_ready=on_ready)
+        logger.info("received %s; closed every connection", signal.Signals(received).name)
+
+    async def serve(self, stop: asyncio.Future[Any], *,
+                    on_ready: Callable[[PolicyServer], None] | None = None) -> Any:
+        """Serves until ``stop`` resolves; returns its result. Closing waits for a running inference."""
+        try:
+            async with serve(self._handle, self.host, self.port, compression=None,
+                             max_size=self._max_message_bytes, process_request=self._process_request) as server:
+                self.port = next(iter(server.sockets)).getsockname()[1]
+                if on_ready is not None:
+                    on_ready(self)
+                return await stop
+        finally:
+            self._executor.shutdown(wait=True)
+
+    @property
+    def requires_api_key(self) -> bool:
+        """Whether connections must send the ``Authorization: Api-Key`` header."""
+        return self._api_key is not None
+
+    @property
+    def url(self) -> str:
+        """``ws://host:port`` (the real port once serving)."""
+        return f"ws://{self.host}:{self.port}"
+
+    # ------------------------------------------------------------------------------------------ handshake
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        if request.path == "/healthz":
+            return connection.respond(http.HTTPStatus.OK, "OK\n")
+        if self._api_key is not None:
+            sent = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(sent.encode(), f"Api-Key {self._api_key}".encode()):
+                logger.warning("refused %s: missing or wrong API key", connection.remote_address)
+                return connection.respond(http.HTTPStatus.UNAUTHORIZED,
+                                          "this server needs the header 'Authorization: Api-Key <key>'\n")
+        return None
+
+    # ------------------------------------------------------------------------------------------ requests
+    async def _handle(self, websocket: ServerConnection) -> None:
+        peer = websocket.remote_address
+        self._open_connections += 1
+        loop = asyncio.get_running_loop()
+        try:
+            if self._open_connections == 1:
+                await loop.run_in_executor(self._executor, self.policy.reset)
+            logger.info("connection from %s opened", peer)
+            await websocket.send(pack(self.metadata))
+            previous_total_s: float | None = None
+            async for message in websocket:
+                started = time.monotonic()
+                reply = await self._answer(message, loop, previous_total_s)
+                await websocket.send(reply)
+                previous_total_s = time.monotonic() - started
+        except ConnectionClosed:
+            pass  # the client left, possibly mid-request: its answer is dropped, nothing else changes
+        except Exception:
+            logger.exception("request from %s failed; closing that connection", peer)
+            try:
+                await websocket.send(traceback.format_exc())
+                await websocket.close(CloseCode.INTERNAL_ERROR, "internal server error; traceback in previous frame")
+            except ConnectionClosed:
+                pass
+        finally:
+            self._open_connections -= 1
+            logger.info("connection from %s closed", peer)
+
+    async def _answer(self, message: bytes | str, loop: asyncio.AbstractEventLoop,
+                      previous_total_s: float | None) -> bytes | str:
+        """The reply to one request: packed actions and timing, or an error text for a bad request."""
+        try:
+            observation = self._decode(message)
+        except (WireError, UsageError) as exc:
+            return self._bad_request(exc)
+        submitted = time.monotonic()
+        try:
+            actions, queue_s, infer_s = await loop.run_in_executor(self._executor, self._infer, observation,
+                                                                   submitted)
+        except UsageError as exc:  # ObservationError: the policy names the key and what it expects
+            return self._bad_request(exc)
+        server_timing = {"infer_ms": infer_s * 1000, "queue_ms": queue_s * 1000}
+        if previous_total_s is not None:
+            server_timing["prev_total_ms"] = previous_total_s * 1000
+        return pack({"actions": actions, "policy_timing": {"infer_ms": infer_s * 1000},
+                     "server_timing": server_timing})
+
+    def _decode(self, message: bytes | str) -> dict[str, Any]:
+        if isinstance(message, str):
+            raise WireError("expected a binary msgpack message, got a text frame")
+        observation = unpack(message)
+        if not isinstance(observation, Mapping):
+            raise WireError(f"expected a map of observation keys, got {type(observation).__name__}; "
+                            f"send {describe_expected(self.policy.metadata)}")
+        return self.key_map.apply(observation)
+
+    def _infer(self, observation: dict[str, Any], submitted: float) -> tuple[np.ndarray, float, float]:
+        started = time.monotonic()
+        actions = np.asarray(self.policy.predict_action(observation), dtype=np.float32)
+        return actions, started - submitted, time.monotonic() - started
+
+    def _bad_request(self, exc: Exception) -> str:
+        text = f"bad request: {exc}"
+        mapped = [f"{source!r} -> {target!r}" for source, target in self.key_map.pairs.items() if target in text]
+        if mapped:
+            text += f" (client keys mapped by --obs-key-map: {', '.join(mapped)})"
+        text += f"\nexpected: {describe_expected(self.policy.metadata)}"
+        logger.info("%s", text.replace("\n", "; "))
+        return text
