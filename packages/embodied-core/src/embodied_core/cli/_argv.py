@@ -8,11 +8,13 @@ from typing import Any, get_args
 import attrs
 
 from embodied_core.config.layers import is_dotlist_item
+from embodied_core.errors import ConfigError
 
 __all__ = ["boolean_flags", "normalize_values", "scan_value", "split_argv", "value_kinds", "wants_help"]
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
+_BOOL_SPELLINGS = "true, false, yes, no, on, off, 1, 0"
 
 
 def _is_bool_type(tp: Any) -> bool:
@@ -50,12 +52,21 @@ def value_kinds(cls: type, prefix: str = "") -> dict[str, str]:
     return kinds
 
 
+def _negative(flag: str) -> str:
+    """``--resume`` -> ``--no-resume``; ``--model.use-x`` -> ``--model.no-use-x``."""
+    head, _, leaf = flag[2:].rpartition(".")
+    return f"--{head + '.' if head else ''}no-{leaf}"
+
+
+def _not_a_boolean(flag: str, value: str) -> str:
+    return (f"{flag} {value!r}: not a boolean; write {flag} or {_negative(flag)}, or {flag}=VALUE with VALUE one of "
+            f"{_BOOL_SPELLINGS}")
+
+
 def _normalize_one(flag: str, value: str, kind: str) -> list[str]:
     low = value.strip().lower()
     if kind == "bool" and low in _TRUE | _FALSE:
-        head, _, leaf = flag[2:].rpartition(".")
-        negative = f"--{head + '.' if head else ''}no-{leaf}"
-        return [flag if low in _TRUE else negative]
+        return [flag if low in _TRUE else _negative(flag)]
     if kind == "tristate" and low in ("true", "false", "none"):
         return [flag, low.capitalize()]
     if kind == "optional" and low in ("none", "null"):
@@ -69,23 +80,44 @@ def _takes_next(kind: str, token: str) -> bool:
     return kind != "bool" or token.strip().lower() in _TRUE | _FALSE
 
 
+def _is_bare_value(token: str) -> bool:
+    """A token that is neither a flag nor a dotlist item (``embodied train`` takes no positional arguments)."""
+    return not token.startswith("-") and not is_dotlist_item(token)
+
+
 def normalize_values(flags: Sequence[str], kinds: dict[str, str]) -> list[str]:
     """Accepts the spellings of FLAGS.md: ``--resume true`` / ``--resume=false`` become ``--resume`` /
-    ``--no-resume``; ``--fsdp-reshard-default none`` becomes ``None``; ``--lr-decay-iters none`` -> ``None``."""
+    ``--no-resume``; ``--fsdp-reshard-default none`` becomes ``None``; ``--lr-decay-iters none`` -> ``None``.
+
+    Raises:
+        ConfigError: a boolean flag given a value that is not a boolean (``--resume=maybe``, ``--resume maybe``)
+            or a negative flag given a value (``--no-resume=true``), each naming the flag and the valid spellings.
+    """
+    negatives = {_negative(flag): flag for flag, kind in kinds.items() if kind == "bool"}
     out: list[str] = []
+    problems: list[str] = []
     i = 0
     while i < len(flags):
         token = flags[i]
         name, eq, inline = token.partition("=")
         kind = kinds.get(name)
-        if kind and eq:
+        if kind == "bool" and eq and inline.strip().lower() not in _TRUE | _FALSE:
+            problems.append(_not_a_boolean(name, inline))
+        elif name in negatives and eq:
+            problems.append(f"{name} takes no value (got {inline!r}); write {name}, or {negatives[name]}=false")
+        elif kind and eq:
             out += _normalize_one(name, inline, kind)
         elif kind and i + 1 < len(flags) and _takes_next(kind, flags[i + 1]):
             out += _normalize_one(name, flags[i + 1], kind)
             i += 1
+        elif kind == "bool" and i + 1 < len(flags) and _is_bare_value(flags[i + 1]):
+            problems.append(_not_a_boolean(name, flags[i + 1]))
+            i += 1
         else:
             out.append(token)
         i += 1
+    if problems:
+        raise ConfigError(problems, source="flags")
     return out
 
 

@@ -18,6 +18,7 @@ import attrs
 
 from embodied_core import registry
 from embodied_core.config.layers import flag_name
+from embodied_core.config.paths import tokenizer_path_problem
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.selection import BLOCKABLE_GROUPS, Selection, selected_plugins
 from embodied_core.config.training_args import TrainingArgs
@@ -154,6 +155,10 @@ def _check_model_flags(config: RunConfig, problems: list[str]) -> None:
         if field not in used and getattr(config.training, field) is not None:
             problems.append(f"{flag_name(field)}: not read by --model-name {config.model_name} (it has no "
                             "tokenizer input); remove the flag")
+    tokenizer = config.training.tokenizer_path
+    problem = tokenizer_path_problem(tokenizer) if "tokenizer_path" in used and tokenizer is not None else None
+    if problem:
+        problems.append(problem)
 
 
 def _check_cross_field(args: TrainingArgs, world_size: int, problems: list[str]) -> None:
