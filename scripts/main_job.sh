@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: synthesize a small LeRobot v3.0 dataset (a point arm reaching a moving target, real H.264
 # video) and fine-tune pi05_tiny on it on CPU for a few hundred steps; the loss falls clearly.
+# State/action sizes and cameras come from the dataset's meta/info.json (logged, and saved in config.yaml).
 # Extra arguments are passed to `embodied train` (flags or dotlist overrides).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,5 +16,4 @@ exec .venv/bin/embodied train \
     --train-iters 300 --per-device-batch-size 8 \
     --lr-base 1e-3 --lr-warmup-iters 20 --min-lr 1e-5 \
     --dtype float32 --num-workers 2 --log-interval 10 --save-interval 150 \
-    data.state_dim=2 data.action_dim=2 \
     --output-dir "$OUTPUT_DIR" "$@"

@@ -33,7 +33,11 @@ class TinyFlowPolicyConfig(BaseModelConfig):
 
 @attrs.define(kw_only=True)
 class TinyFlowDataConfig(BaseDataConfig):
-    """The ``data:`` section: one 64x64 camera, 8-D state and action, chunks of 8 actions."""
+    """The ``data:`` section: 64x64 frames, chunks of 8 actions.
+
+    ``camera_keys``, ``state_dim`` and ``action_dim`` are inherited unset: core fills them from the dataset's
+    metadata before the model is built (``dummy_datasets``: one camera, 8-D state and action).
+    """
 
     image_size: tuple[int, int] = (64, 64)
     """(height, width) the encoder expects; frames of other sizes are resized."""

@@ -12,4 +12,5 @@ DUMMY_DATASETS = DatasetFormatSpec(
     factory="embodied_data.formats.dummy:build_dummy_dataset",
     uses_flags=("num_samples", "streaming"),
     needs_path=False,
+    infer="embodied_data.formats.dummy:infer_dummy_features",
 )

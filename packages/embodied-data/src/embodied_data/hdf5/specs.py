@@ -13,4 +13,5 @@ HDF5_DATASETS = DatasetFormatSpec(
     uses_flags=("split", "streaming"),
     needs_path=True,
     preflight="embodied_data.hdf5.preflight:check_hdf5_dataset",
+    infer="embodied_data.hdf5.infer:infer_hdf5_features",
 )

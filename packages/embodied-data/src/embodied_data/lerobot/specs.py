@@ -13,4 +13,5 @@ LEROBOT_DATASETS = DatasetFormatSpec(
     uses_flags=("split", "lerobotdataset_version", "dataset_strategy", "video_backend", "robot_type", "streaming"),
     needs_path=True,
     preflight="embodied_data.lerobot.factory:check_dataset",
+    infer="embodied_data.lerobot.factory:infer_features",
 )

@@ -121,16 +121,17 @@ class Pi05DataConfig(BaseDataConfig):
     become an image of -1 with mask 0 (as openpi does for absent wrist cameras).
     """
 
-    camera_keys: list[str] = attrs.field(factory=lambda: ["observation.images.front"])
-    """Camera feature keys, in slot order (at most 3)."""
+    camera_keys: list[str] | None = None
+    """Camera feature keys, in slot order (at most data.num_image_slots); unset: the dataset's cameras in their
+    declared order."""
     num_image_slots: int = attrs.field(default=MAX_CAMERAS, validator=positive)
     """Image slots in the prompt (pi0.5: 3); each costs (image_size/patch)^2 tokens."""
     image_size: tuple[int, int] = (224, 224)
     """Model resolution (square, a multiple of the SigLIP patch); frames are resized with padding to it."""
-    state_dim: int = 8
-    """Real state width (<= model.max_state_dim)."""
-    action_dim: int = 8
-    """Real action width (<= model.max_action_dim); the loss averages over these dims only."""
+    state_dim: int | None = None
+    """Real state width (<= model.max_state_dim); unset: the dataset's."""
+    action_dim: int | None = None
+    """Real action width (<= model.max_action_dim); the loss averages over these dims only. Unset: the dataset's."""
     action_horizon: int = 50
     """Action chunk length (pi0.5: 50)."""
     normalization: Literal["quantile", "mean_std", "none"] = "quantile"
@@ -145,9 +146,10 @@ class Pi05DataConfig(BaseDataConfig):
     def validate(self) -> list[str]:
         """Cross-field rules."""
         problems = super().validate()
-        if len(self.camera_keys) > self.num_image_slots:
-            problems.append(f"data.camera_keys has {len(self.camera_keys)} cameras but data.num_image_slots is "
-                            f"{self.num_image_slots}; drop cameras or raise the slots")
+        if self.camera_keys is not None and len(self.camera_keys) > self.num_image_slots:
+            problems.append(f"data.camera_keys has {len(self.camera_keys)} cameras {self.camera_keys} but "
+                            f"data.num_image_slots is {self.num_image_slots}; choose cameras with "
+                            "data.camera_keys=[...] or raise the slots")
         if self.num_image_slots > MAX_CAMERAS:
             problems.append(f"data.num_image_slots: pi0.5 supports at most {MAX_CAMERAS} (got {self.num_image_slots})")
         if self.image_size[0] != self.image_size[1]:
