@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from embodied_core.hooks import hookimpl
     from embodied_core.model_api import ModelOutput, TensorBatch, Transforms
     from embodied_core.model_base import EmbodiedModel
+    from embodied_core.policy.load import load_policy
     from embodied_core.protocols import DatasetFeature, ModelPlugin, Policy, PolicyMetadata, TrainingDataset
     from embodied_core.registry import register
     from embodied_core.trainer.api import Trainer
@@ -43,6 +44,7 @@ __all__ = [
     "UsageError",
     "hookimpl",
     "load_config",
+    "load_policy",
     "register",
 ]
 
@@ -64,6 +66,7 @@ _LAZY = {
     "Policy": "embodied_core.protocols",
     "PolicyMetadata": "embodied_core.protocols",
     "TrainingDataset": "embodied_core.protocols",
+    "load_policy": "embodied_core.policy.load",
 }
 
 

@@ -212,7 +212,7 @@ class PolicyMetadata:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON/msgpack-serializable data (tuples become lists)."""
-        return attrs.asdict(self, retain_collection_types=False)
+        return attrs.asdict(self, value_serializer=lambda _, __, v: list(v) if isinstance(v, tuple) else v)
 
 
 @runtime_checkable

@@ -8,5 +8,6 @@ DDP = PluginSpec(name="ddp", description="DistributedDataParallel; ZeRO-1 optimi
                  factory="embodied_dist.ddp:build_ddp")
 FSDP = PluginSpec(name="fsdp", description="FSDP2 fully_shard; HSDP (replicate x shard) with --hsdp-shard-size",
                   factory="embodied_dist.fsdp:build_fsdp")
-CHECKPOINT = PluginSpec(name="checkpoint", description="checkpoint tools: convert a DCP checkpoint to one file",
+CHECKPOINT = PluginSpec(name="checkpoint", description="checkpoint tools: convert a DCP checkpoint to one file, "
+                        "export an inference-only policy folder",
                         factory="embodied_dist.convert:main")

@@ -1,0 +1,95 @@
+"""The inference-only policy folder (``embodied checkpoint export SRC DST``).
+
+Copies what ``load_policy`` reads - weights as ``model.safetensors`` (from safetensors, pt or a gathered DCP
+checkpoint), ``policy.json``, ``stats.safetensors``, ``tokenizer/``, ``assets/`` - and a ``meta.json`` with the
+step, and leaves out optimizer, scheduler, RNG and data state. The folder is written under a temporary name and
+renamed when complete. It lives in core, so it works without embodied-dist installed (Python API); the CLI
+command sits with the other checkpoint tools in embodied-dist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import attrs
+
+from embodied_core.checkpoint.layout import META_FILE, MODEL_SAFETENSORS
+from embodied_core.config.provenance import embodied_versions
+from embodied_core.errors import UsageError
+from embodied_core.policy.folder import (
+    ASSETS_DIR,
+    POLICY_FILE,
+    STATS_FILE,
+    folder_size,
+    read_policy_doc,
+    resolve_policy_dir,
+)
+from embodied_core.policy.load import checkpoint_step, read_weights
+
+__all__ = ["ExportResult", "export_policy"]
+
+
+@attrs.frozen
+class ExportResult:
+    """What :func:`export_policy` wrote."""
+
+    source: Path
+    destination: Path
+    step: int | None
+    num_tensors: int
+    num_bytes: int
+
+
+def _check_destination(dst: Path) -> None:
+    if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
+        raise UsageError(f"export destination {dst} exists and is not an empty directory; choose a new path")
+
+
+def export_policy(src: str | Path, dst: str | Path) -> ExportResult:
+    """Writes the inference-only folder of the checkpoint ``src`` to ``dst``.
+
+    Args:
+        src: a checkpoint directory, a run's ``--output-dir`` (its newest checkpoint) or an exported folder.
+        dst: a new (or empty) directory.
+
+    Raises:
+        UsageError: ``dst`` exists and is not empty.
+        CheckpointError: ``src`` is not a complete policy folder or its weights cannot be read.
+    """
+    from embodied_core.checkpoint.checkpointer import save_model_file
+
+    dst = Path(dst)
+    _check_destination(dst)
+    folder = resolve_policy_dir(src).resolve()
+    doc = read_policy_doc(folder)
+    step = checkpoint_step(folder, doc)
+    weights = read_weights(folder)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.parent / f".tmp-export-{dst.name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        save_model_file(weights, tmp, "safetensors")
+        shutil.copy2(folder / doc.get("stats_file", STATS_FILE), tmp / STATS_FILE)
+        tokenizer = (doc.get("tokenizer") or {}).get("files")
+        if tokenizer:
+            shutil.copytree(folder / tokenizer, tmp / tokenizer)
+        if (folder / ASSETS_DIR).is_dir():
+            shutil.copytree(folder / ASSETS_DIR, tmp / ASSETS_DIR)
+        exported = {**doc, "stats_file": STATS_FILE, "step": step, "exported_from": str(folder)}
+        (tmp / POLICY_FILE).write_text(json.dumps(exported, indent=2))
+        meta = {"step": step, "format": "safetensors", "world_size": 1, "training_state": False,
+                "exported_from": str(folder), "versions": embodied_versions()}
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
+        if dst.exists():
+            dst.rmdir()  # empty (checked above)
+        tmp.rename(dst)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ExportResult(source=folder, destination=dst, step=step, num_tensors=len(weights),
+                        num_bytes=folder_size(dst / MODEL_SAFETENSORS))

@@ -1,0 +1,206 @@
+"""``load_policy(path)``: a checkpoint (or exported) folder -> a :class:`~embodied_core.protocols.Policy`.
+
+Reads ``policy.json`` and the statistics, finds the recorded model plugin through the registry, and hands a
+:class:`PolicyFolder` to the model's policy class, which builds the model (weights loaded strictly from
+safetensors, ``torch.load(weights_only=True)`` or a DCP checkpoint gathered in this process) and the
+transforms with the stored statistics. Nothing read from the folder can execute code.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from embodied_core.checkpoint.layout import META_FILE, MODEL_PT, MODEL_SAFETENSORS
+from embodied_core.config.converter import structure
+from embodied_core.errors import CheckpointError
+from embodied_core.policy.folder import (
+    ASSETS_DIR,
+    POLICY_FILE,
+    STATS_FILE,
+    read_policy_doc,
+    read_stats,
+    resolve_policy_dir,
+)
+from embodied_core.policy.spec import load_policy_class, model_spec_for
+from embodied_core.protocols import Policy, PolicyMetadata, Stats
+from embodied_core.registry import get_entry
+from embodied_core.registry.groups import MODELS
+from embodied_core.registry.specs import ModelSpec
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from embodied_core.model_api import Transforms
+
+__all__ = ["PolicyFolder", "checkpoint_step", "load_policy", "read_policy_folder", "read_weights"]
+
+logger = logging.getLogger("embodied.policy")
+
+DCP_DIR = "dcp"
+
+
+def read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """The model weights of a checkpoint or exported folder (safetensors, pt with weights_only, or DCP)."""
+    from embodied_core.checkpoint.readers import read_tensors
+
+    for name in (MODEL_SAFETENSORS, MODEL_PT):
+        if (folder / name).is_file():
+            return read_tensors(folder / name)
+    if (folder / DCP_DIR).is_dir():
+        from embodied_core.checkpoint.dcp_reader import read_dcp_state_dict
+
+        state = read_dcp_state_dict(folder / DCP_DIR, {"model"}).get("model")
+        if not state:
+            raise CheckpointError(f"{folder / DCP_DIR}: the DCP checkpoint holds no model weights")
+        return state
+    raise CheckpointError(f"{folder}: no weights ({MODEL_SAFETENSORS}, {MODEL_PT} or {DCP_DIR}/)")
+
+
+def checkpoint_step(folder: Path, doc: dict[str, Any]) -> int | None:
+    """The training step of a folder's weights: its ``meta.json``'s, else ``policy.json``'s (None when unknown)."""
+    from embodied_core.checkpoint.readers import read_json
+
+    if (folder / META_FILE).is_file():
+        meta = read_json(folder / META_FILE)
+        if isinstance(meta, dict) and isinstance(meta.get("step"), int):
+            return meta["step"]
+    step = doc.get("step")
+    return step if isinstance(step, int) else None
+
+
+@attrs.define(kw_only=True)
+class PolicyFolder:
+    """A policy folder read from disk: what a policy class builds from.
+
+    Attributes:
+        path: the folder.
+        doc: ``policy.json``.
+        spec: the installed model plugin's spec.
+        model_config, data_config: the resolved sections of training, as attrs objects.
+        stats: the normalization statistics training used (float64).
+        step: the training step of the weights (None when unknown).
+    """
+
+    path: Path
+    doc: dict[str, Any]
+    spec: ModelSpec
+    model_config: Any
+    data_config: Any
+    stats: Stats
+    step: int | None
+
+    @property
+    def interface(self) -> dict[str, Any]:
+        """The ``interface`` entry: cameras, frame shapes, state/action keys, names and dims, horizon, fps."""
+        return self.doc["interface"]
+
+    @property
+    def assets(self) -> Path:
+        """The folder's ``assets/`` directory (model-specific inference files)."""
+        return self.path / ASSETS_DIR
+
+    def metadata(self, *, device: str, **overrides: Any) -> PolicyMetadata:
+        """The :class:`PolicyMetadata` of this folder (``overrides`` replace fields a policy class computes)."""
+        io = self.interface
+        cameras = tuple(io["camera_keys"])
+        first = tuple(io["image_shapes"][cameras[0]]) if cameras else (0, 0, 0)
+        fields: dict[str, Any] = {
+            "model_name": self.doc["model_name"], "plugin_version": str(self.doc.get("plugin", {}).get("version", "")),
+            "checkpoint": str(self.path), "step": self.step, "camera_keys": cameras, "image_shape": first,
+            "state_key": io["state_key"], "state_dim": int(io["state_dim"]),
+            "state_names": tuple(io["state_names"]) if io.get("state_names") else None,
+            "action_key": io["action_key"], "action_dim": int(io["action_dim"]),
+            "action_names": tuple(io["action_names"]) if io.get("action_names") else None,
+            "action_horizon": int(io["action_horizon"]), "fps": io.get("fps"), "needs_task": bool(io["needs_task"]),
+            "device": str(device),
+        }
+        return PolicyMetadata(**{**fields, **overrides})
+
+    def tokenizer_path(self) -> str | None:
+        """The tokenizer directory to use: the folder's copy, else the recorded source (which must exist)."""
+        record = self.doc.get("tokenizer") or {}
+        if record.get("files"):
+            copy = self.path / record["files"]
+            if not copy.is_dir():
+                raise CheckpointError(f"{copy}: missing (policy.json says the tokenizer files are there)")
+            return str(copy)
+        source = record.get("source")
+        if source and not Path(source).exists():
+            raise CheckpointError(f"{self.path / POLICY_FILE}: the tokenizer {source} it references (too large to "
+                                  "copy into the folder) does not exist on this machine; copy it there")
+        return source
+
+    def _with_tokenizer(self, data_config: Any) -> Any:
+        path = self.tokenizer_path()
+        if path is None or "tokenizer_path" not in attrs.fields_dict(type(data_config)):
+            return data_config
+        return attrs.evolve(data_config, tokenizer_path=path)
+
+    def build_transforms(self, model_config: Any = None, data_config: Any = None) -> Transforms:
+        """The model's transforms built with the stored statistics (and the folder's tokenizer)."""
+        from embodied_core.model_api import Transforms
+
+        make_transforms = self.spec.load_transforms()
+        if make_transforms is None:
+            return Transforms()
+        model_config = self.model_config if model_config is None else model_config
+        data_config = self._with_tokenizer(self.data_config if data_config is None else data_config)
+        return make_transforms(model_config, data_config, stats=self.stats)
+
+    def build_model(self, model_config: Any = None, data_config: Any = None, *, device: str = "cpu") -> nn.Module:
+        """The model from its plugin factory with the folder's weights loaded strictly, in eval mode."""
+        import torch
+
+        model = self.spec.load_factory()(self.model_config if model_config is None else model_config,
+                                         self.data_config if data_config is None else data_config)
+        weights = read_weights(self.path)
+        try:
+            model.load_state_dict(weights, strict=True)
+        except RuntimeError as exc:
+            raise CheckpointError(f"{self.path}: the weights do not match {type(model).__name__} built from "
+                                  f"{POLICY_FILE} (strict load): {exc}") from None
+        return model.to(torch.device(device)).eval()
+
+
+def read_policy_folder(path: str | Path) -> PolicyFolder:
+    """Reads and checks the folder ``path`` designates (see :func:`resolve_policy_dir`)."""
+    folder = resolve_policy_dir(path).resolve()
+    doc = read_policy_doc(folder)
+    spec = model_spec_for(doc, source=folder / POLICY_FILE)
+    recorded = str(doc.get("plugin", {}).get("version", ""))
+    installed = get_entry(MODELS, spec.name).version
+    if recorded and recorded != installed:
+        logger.warning("%s was trained with %s %s; %s is installed", folder, spec.name, recorded, installed)
+    source = f"{folder / POLICY_FILE}"
+    model_config = structure(doc["model_config"], spec.model_config, path="model", source=source)
+    data_config = structure(doc["data_config"], spec.data_config, path="data", source=source)
+    stats = read_stats(folder / doc.get("stats_file", STATS_FILE))
+    return PolicyFolder(path=folder, doc=doc, spec=spec, model_config=model_config, data_config=data_config,
+                        stats=stats, step=checkpoint_step(folder, doc))
+
+
+def load_policy(path: str | Path, *, device: str = "cpu", seed: int = 0) -> Policy:
+    """Loads a trained policy for inference.
+
+    Args:
+        path: a checkpoint directory (``checkpoints/step_<N>``), a run's ``--output-dir`` (its newest
+            checkpoint) or a folder written by ``embodied checkpoint export``.
+        device: where inference runs (``"cpu"``, ``"cuda"``, ``"cuda:1"``).
+        seed: seed of the policy's noise generator (at load and at every ``reset()``).
+
+    Returns:
+        A :class:`~embodied_core.protocols.Policy`: ``predict_action(observation)`` -> float32 ``[H, action_dim]``.
+
+    Raises:
+        CheckpointError: the folder is missing, incomplete, of an unknown ``policy_format``, or its weights do
+            not match the model.
+        PluginError: the model plugin it records is not installed.
+    """
+    folder = read_policy_folder(path)
+    policy_class = load_policy_class(folder.spec)
+    return policy_class.from_folder(folder, device=str(device), seed=int(seed))

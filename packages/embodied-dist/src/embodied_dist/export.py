@@ -1,0 +1,36 @@
+"""``embodied checkpoint export SRC DST``: the inference-only policy folder of a checkpoint.
+
+DST gets the weights as ``model.safetensors`` (a DCP checkpoint is gathered in this process), the policy files
+(``policy.json``, ``stats.safetensors``, ``tokenizer/``, ``assets/``) and a ``meta.json``, and no optimizer,
+scheduler, RNG or data state; ``embodied_core.load_policy(DST)`` loads it. The work is
+``embodied_core.policy.export_policy`` (usable without embodied-dist); this module is its command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = ["add_export_parser", "run_export"]
+
+DESCRIPTION = __doc__.split("\n\n")[1].replace("\n", " ")
+
+
+def add_export_parser(commands: argparse._SubParsersAction) -> None:
+    """Adds the ``export`` sub-command to the ``embodied checkpoint`` parser."""
+    export = commands.add_parser("export", help="checkpoint -> inference-only policy folder (weights + policy "
+                                 "files, no optimizer)", description=DESCRIPTION)
+    export.add_argument("src", type=Path, help="a checkpoint directory (step_N), a run's --output-dir (its newest "
+                        "checkpoint) or an exported folder")
+    export.add_argument("dst", type=Path, help="the folder to write (must not exist, or be empty)")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Runs ``export`` and prints what it wrote."""
+    from embodied_core.policy.export import export_policy
+
+    result = export_policy(args.src, args.dst)
+    step = f"step {result.step}" if result.step is not None else "unknown step"
+    print(f"exported {result.source} ({step}) to {result.destination}: {result.num_tensors} tensors, "
+          f"{result.num_bytes / 2**20:.1f} MB of weights")
+    return 0
