@@ -1,8 +1,14 @@
 """``embodied``: the top-level command. Sub-commands beyond ``train`` and ``plugins`` come from the
-``embodied.commands`` entry-point group (``embodied data ...`` from embodied-data, ...)."""
+``embodied.commands`` entry-point group (``embodied data ...`` from embodied-data, ...).
+
+Every sub-command runs under :func:`main`, which also handles a reader that goes away (``embodied train --help |
+head``): the command stops quietly with exit code 141 (128 + SIGPIPE, what a Unix tool killed by the closed
+pipe reports), not with a ``BrokenPipeError`` traceback.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -39,8 +45,35 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+EXIT_CLOSED_PIPE = 141
+"""Exit code when the reader of our output closed the pipe (128 + SIGPIPE)."""
+
+
+def _silence_closed_pipe() -> None:
+    """Points stdout and stderr at /dev/null, so the interpreter's final flush of what is still buffered for the
+    closed pipe cannot fail again ("Exception ignored ... BrokenPipeError")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # a stream without a file descriptor (replaced by a test harness)
+            continue
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``embodied`` console script."""
+    try:
+        try:
+            return _dispatch(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe surfaces here (also after --help's SystemExit), not at exit
+    except BrokenPipeError:
+        _silence_closed_pipe()
+        return EXIT_CLOSED_PIPE
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
