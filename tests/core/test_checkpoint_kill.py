@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from embodied_core.checkpoint import find_latest, read_meta
-from embodied_core.checkpoint.checkpointer import load_model_file
+from embodied_core.checkpoint.file_format import load_model_file
 from embodied_core.trainer.api import Trainer
 from tests.core.trainer_support import losses, training
 from tests.support import REPO_ROOT, clean_env
@@ -22,12 +22,12 @@ from tests.support import REPO_ROOT, clean_env
 _CHILD = """
 import sys, time
 from pathlib import Path
-from embodied_core.checkpoint import checkpointer
+from embodied_core.checkpoint import file_format
 from embodied_core.trainer.api import Trainer
 from tests.core.trainer_support import training
 
 out = Path(sys.argv[1])
-real_save = checkpointer.save_model_file
+real_save = file_format.save_model_file
 
 def slow_save(state, directory, fmt):
     path = real_save(state, directory, fmt)
@@ -36,7 +36,7 @@ def slow_save(state, directory, fmt):
         time.sleep(600)
     return path
 
-checkpointer.save_model_file = slow_save
+file_format.save_model_file = slow_save
 Trainer({"training": training(out, train_iters=6, save_interval=2, save_format=sys.argv[2])}).train()
 """
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from embodied_core.checkpoint import checkpointer as checkpointer_module
+from embodied_core.checkpoint import file_format as file_format_module
 from embodied_core.checkpoint import find_latest
 from embodied_core.trainer.api import Trainer
 from tests.support import run_embodied
@@ -56,20 +56,20 @@ def test_resume_exact_through_cli_with_workers_and_accumulation(tmp_path: Path) 
 def test_interrupted_save_keeps_previous_checkpoint_latest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "run"
     Trainer({"training": _training(out, train_iters=2, save_interval=2)}).train()
-    real_save = checkpointer_module.save_model_file
+    real_save = file_format_module.save_model_file
 
     def crash_after_writing(state: dict, directory: Path, fmt: str) -> Path:
         real_save(state, directory, fmt)
         raise KeyboardInterrupt("simulated crash before the rename")
 
-    monkeypatch.setattr(checkpointer_module, "save_model_file", crash_after_writing)
+    monkeypatch.setattr(file_format_module, "save_model_file", crash_after_writing)
     with pytest.raises(KeyboardInterrupt):
         Trainer({"training": _training(out, train_iters=4, save_interval=4, resume=True)}).train()
     root = out / "checkpoints"
     assert find_latest(root) == (root / "step_2").resolve()
     assert (root / "latest").resolve() == (root / "step_2").resolve()
     assert not (root / "step_4").exists()
-    monkeypatch.setattr(checkpointer_module, "save_model_file", real_save)
+    monkeypatch.setattr(file_format_module, "save_model_file", real_save)
     result = Trainer({"training": _training(out, train_iters=4, save_interval=4, resume=True)}).train()
     assert result.step == 4 and find_latest(root) == (root / "step_4").resolve()
     assert not [p for p in root.iterdir() if p.name.startswith(".tmp-")]  # the leftover was cleaned up

@@ -1,10 +1,11 @@
 """``embodied checkpoint convert SRC DST [--format safetensors|pt] [--optimizer PATH]``.
 
 Turns a DCP checkpoint (``step_<N>/`` or its ``dcp/`` folder) into one weights file, in one process and
-without a process group: DCP reads every shard and assembles full tensors. ``--optimizer`` also writes
-the whole optimizer state (keyed by parameter name) - the consolidated export of a ZeRO-1 or FSDP run,
-built offline instead of at every save. A ZeRO-1 checkpoint in safetensors/pt format (one
-``optimizer_rank<r>.pt`` per rank) is consolidated the same way.
+without a process group: DCP reads every shard and assembles full tensors. Nothing from the checkpoint
+runs: its metadata goes through core's restricted unpickler, every other file through ``weights_only``.
+``--optimizer`` also writes the whole optimizer state (keyed by parameter name) - the consolidated export of
+a ZeRO-1 or FSDP run, built offline instead of at every save. A ZeRO-1 checkpoint in safetensors/pt format
+(one ``optimizer_rank<r>.pt`` per rank) is consolidated the same way.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ def convert(src: Path, dst: Path, *, fmt: str | None = None, optimizer: Path | N
     """
     import torch
 
-    from embodied_core.checkpoint.checkpointer import load_model_file, save_model_file
-    from embodied_core.checkpoint.dcp import load_dcp_keys
+    from embodied_core.checkpoint.dcp_reader import read_dcp_state_dict
+    from embodied_core.checkpoint.file_format import load_model_file, save_model_file
+    from embodied_core.checkpoint.readers import torch_load
 
     fmt = fmt or ("pt" if dst.suffix == ".pt" else "safetensors")
     if fmt not in ("safetensors", "pt"):
@@ -78,13 +80,12 @@ def convert(src: Path, dst: Path, *, fmt: str | None = None, optimizer: Path | N
     optim_state: dict[str, Any] | None = None
     if dcp_dir is not None:
         wanted = {"model", "optim"} if optimizer else {"model"}
-        loaded = load_dcp_keys(dcp_dir, wanted)
+        loaded = read_dcp_state_dict(dcp_dir, wanted)  # restricted metadata unpickler, weights_only blobs
         model_state = loaded.get("model", {})
         optim_state = loaded.get("optim")
     elif optimizer and _zero_optimizer_files(src):
         model_state = load_model_file(src)
-        optim_state = _merge_optimizer([torch.load(p, map_location="cpu", weights_only=True)
-                                        for p in _zero_optimizer_files(src)])
+        optim_state = _merge_optimizer([torch_load(p) for p in _zero_optimizer_files(src)])
     else:
         raise UsageError(f"{src}: not a DCP checkpoint (no .metadata in it or in its dcp/ folder)"
                          + ("" if optimizer else "; safetensors/pt checkpoints are already one file"))

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 from torch.distributed.optim import ZeroRedundancyOptimizer
 
-from embodied_core.checkpoint.dcp import load_dcp_keys
+from embodied_core.checkpoint.dcp_reader import dcp_load, load_dcp_keys
 from embodied_core.distributed.base import OptimizerFactory
 
 __all__ = ["MasterWeightOptimizer", "build_zero_optimizer", "load_local_state_dict", "load_sharded",
@@ -159,7 +158,7 @@ def load_sharded(directory: Path, model: nn.Module, optimizer: ZeroRedundancyOpt
                  process_group: Any = None) -> None:
     """Loads model weights and the optimizer entries this rank owns from a DCP checkpoint."""
     model_state = {"model": get_model_state_dict(model)}
-    dcp.load(model_state, checkpoint_id=str(directory), process_group=process_group)
+    dcp_load(model_state, directory, process_group=process_group)  # the safe reader: no code from the files
     set_model_state_dict(model, model_state["model"])
     names = {id(p): name for name, p in model.named_parameters()}
     keys = {f"optim.state.{names[id(p)]}" for p in _local_params(optimizer)} | {"optim.param_groups"}

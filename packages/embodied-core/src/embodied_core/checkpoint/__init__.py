@@ -1,4 +1,10 @@
-"""Checkpoint layout and atomic writes (DESIGN 7)."""
+"""Checkpoints (DESIGN 7): layout, atomic writes, formats, guarded readers, validation, key maps.
+
+Modules: ``layout`` (names, lookup), ``writer`` (atomic commit/prune), ``contract`` (what a format provides),
+``file_format`` (safetensors/pt), ``dcp`` (sharded), ``dcp_reader`` (DCP reading that runs no code),
+``readers`` (guarded file readers), ``validate`` (checks before a resume), ``keymap`` (key maps and the strict
+load report), ``pretrained`` (``--pretrained-checkpoint``), ``checkpointer`` (the trainer's facade).
+"""
 
 from embodied_core.checkpoint.layout import (
     META_FILE,
@@ -8,6 +14,7 @@ from embodied_core.checkpoint.layout import (
     checkpoints_root,
     find_latest,
     list_checkpoints,
+    list_step_dirs,
     read_meta,
     step_dir,
 )
@@ -21,6 +28,7 @@ __all__ = [
     "checkpoints_root",
     "find_latest",
     "list_checkpoints",
+    "list_step_dirs",
     "point_latest_to",
     "read_meta",
     "remove_stale_temporaries",

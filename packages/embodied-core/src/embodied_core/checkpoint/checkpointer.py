@@ -1,82 +1,44 @@
-"""Saving and restoring checkpoints of a run (DESIGN 7 layout), through the distributed strategy.
+"""Saving and restoring the checkpoints of a run (DESIGN 7 layout), through the distributed strategy.
 
-Rank 0 owns the directory: it creates the temporary directory, every rank writes its per-rank files into
-it, and rank 0 renames it into place and repoints ``latest`` once all ranks are done. Loading never
-unpickles code: safetensors for weights, ``torch.load(weights_only=True)`` for the rest.
+``--save-format`` selects the writer (:mod:`~embodied_core.checkpoint.file_format` for safetensors/pt,
+:mod:`~embodied_core.checkpoint.dcp` for dcp); a checkpoint's own ``meta.json`` selects how it is read.
+Loading checks the whole checkpoint first (:mod:`~embodied_core.checkpoint.validate`) and never unpickles
+code. Pruning (``--save-total-limit``) removes old checkpoints atomically.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
-from embodied_core.checkpoint.layout import (
-    META_FILE,
-    MODEL_PT,
-    MODEL_SAFETENSORS,
-    TRAINING_STATE_DIR,
-    checkpoints_root,
-    list_checkpoints,
-    read_meta,
-    step_dir,
-)
-from embodied_core.checkpoint.writer import fsync_dir, point_latest_to, remove_stale_temporaries
-from embodied_core.config.provenance import embodied_versions
+from embodied_core.checkpoint.contract import CheckpointWriter, ResumeState, WriterOptions
+from embodied_core.checkpoint.file_format import FILE_FORMAT, load_model_file, save_model_file
+from embodied_core.checkpoint.layout import META_FILE, checkpoints_root, list_step_dirs
+from embodied_core.checkpoint.validate import check_fits_model, check_resumable, checkpoint_format
+from embodied_core.checkpoint.writer import discard_directory, remove_stale_temporaries
 from embodied_core.distributed.base import DistributedStrategy
-from embodied_core.errors import CheckpointError
+from embodied_core.errors import CheckpointError, UsageError
 
-__all__ = ["Checkpointer", "load_model_file", "save_model_file"]
+__all__ = ["SAVE_FORMATS", "Checkpointer", "load_model_file", "save_model_file"]
 
-_TMP_PREFIX = ".tmp-"
-
-
-def _dedupe_shared(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """safetensors refuses tensors sharing storage (tied weights); give each key its own copy."""
-    seen: set[tuple[int, int]] = set()
-    out = {}
-    for key, tensor in state.items():
-        tensor = tensor.detach().cpu().contiguous()
-        ident = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
-        out[key] = tensor.clone() if ident in seen else tensor
-        seen.add(ident)
-    return out
+SAVE_FORMATS = ("safetensors", "pt", "dcp")
+"""Values of ``--save-format``."""
 
 
-def save_model_file(state: dict[str, torch.Tensor], directory: Path, fmt: str) -> Path:
-    """Writes ``model.safetensors`` or ``model.pt`` into ``directory``."""
-    if fmt == "safetensors":
-        path = directory / MODEL_SAFETENSORS
-        save_file(_dedupe_shared(state), str(path), metadata={"format": "pt"})
-    elif fmt == "pt":
-        path = directory / MODEL_PT
-        torch.save({k: v.detach().cpu() for k, v in state.items()}, path)
-    else:
-        raise CheckpointError(f"save format {fmt!r} is not written by the core checkpointer")
-    return path
+def _writer(options: WriterOptions, strategy: DistributedStrategy) -> CheckpointWriter:
+    if options.save_format not in SAVE_FORMATS:
+        raise UsageError(f"--save-format {options.save_format!r}: valid formats are {', '.join(SAVE_FORMATS)}")
+    if options.save_format == "dcp":  # sharded: every rank writes (imports torch.distributed.checkpoint)
+        from embodied_core.checkpoint.dcp import DCP_FORMAT
 
-
-def load_model_file(directory: Path) -> dict[str, torch.Tensor]:
-    """Reads the weights file of a checkpoint directory (safetensors, or pt with weights_only=True)."""
-    if (directory / MODEL_SAFETENSORS).is_file():
-        return load_file(str(directory / MODEL_SAFETENSORS))
-    if (directory / MODEL_PT).is_file():
-        return torch.load(directory / MODEL_PT, map_location="cpu", weights_only=True)
-    raise CheckpointError(f"{directory}: no {MODEL_SAFETENSORS} or {MODEL_PT} found")
-
-
-def _fsync_files(directory: Path) -> None:
-    for path in directory.rglob("*"):
-        if path.is_file():
-            with path.open("rb") as f:
-                os.fsync(f.fileno())
+        return DCP_FORMAT.writer(options, strategy)
+    if options.async_save:
+        raise UsageError(f"--async-save needs --save-format dcp (got {options.save_format})")
+    return FILE_FORMAT.writer(options, strategy)
 
 
 class Checkpointer:
@@ -85,116 +47,73 @@ class Checkpointer:
     Args:
         output_dir: the run's ``--output-dir``.
         strategy: provides ranks, barriers and (sharded) state dicts.
-        save_format: ``--save-format``.
+        save_format: ``--save-format`` (selects the writer).
         save_training_state: ``--save-training-state``.
-        keep_last: keep only the newest K checkpoints (None keeps all).
-        async_save: write DCP checkpoints in the background (None: the strategy's ``--async-save``);
-            :meth:`wait` (or closing the strategy) flushes.
+        keep_last: keep only the newest K checkpoints (``--save-total-limit``; None keeps all).
+        async_save: write DCP checkpoints in the background (``--async-save``); :meth:`wait` (or closing the
+            strategy) flushes.
+        write_extras: called on rank 0 with the temporary checkpoint directory after the weights are written
+            and before ``meta.json`` and the rename, for every format (the policy-artifact files).
     """
 
     def __init__(self, output_dir: Path, strategy: DistributedStrategy, *, save_format: str,
-                 save_training_state: bool, keep_last: int | None = None,
-                 async_save: bool | None = None) -> None:
+                 save_training_state: bool, keep_last: int | None = None, async_save: bool = False,
+                 write_extras: Callable[[Path], None] | None = None) -> None:
         self.root = checkpoints_root(output_dir)
         self.strategy = strategy
         self.save_format = save_format
         self.save_training_state = save_training_state
         self.keep_last = keep_last
-        self._dcp: Any = None
-        if save_format == "dcp":  # sharded: every rank writes (embodied_core.checkpoint.dcp)
-            from embodied_core.checkpoint.dcp import DcpCheckpointWriter
-
-            async_save = strategy.args.async_save if async_save is None else async_save
-            self._dcp = DcpCheckpointWriter(self.root, strategy, async_save=async_save,
-                                            save_training_state=save_training_state, after_commit=self._prune)
+        if strategy.is_main:
+            remove_stale_temporaries(self.root)  # what a killed save or prune left behind
+        self.writer = _writer(WriterOptions(root=self.root, save_format=save_format,
+                                            save_training_state=save_training_state, async_save=async_save,
+                                            write_extras=write_extras, on_commit=self._prune), strategy)
 
     def save(self, step: int, *, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
              rank_state: dict[str, Any], shared_state: dict[str, Any]) -> Path:
-        """Saves one checkpoint and returns its final path.
+        """Saves one checkpoint and returns its final path (collective: every rank calls it).
 
         Args:
             rank_state: per-rank state (RNG, dataloader position), stored under the rank's own file.
             shared_state: plain-data counters identical on every rank (stored once, by rank 0).
         """
-        if self._dcp is not None:
-            return self._dcp.save(step, model=model, optimizer=optimizer, scheduler=scheduler,
-                                  rank_state=rank_state, shared_state=shared_state)
-        strategy = self.strategy
-        final = step_dir(self.root, step)
-        tmp = self.root / f"{_TMP_PREFIX}{final.name}"
-        if strategy.is_main:
-            remove_stale_temporaries(self.root)
-            tmp.mkdir(parents=True)
-        strategy.barrier()
-        started = time.perf_counter()
-        model_state = strategy.model_state_dict(model)
-        if strategy.is_main:
-            save_model_file(model_state, tmp, self.save_format)
-        if self.save_training_state:
-            state_dir = tmp / TRAINING_STATE_DIR
-            state_dir.mkdir(exist_ok=True)
-            optimizer_state = strategy.optimizer_state_dict(model, optimizer)
-            if optimizer_state is not None:
-                name = "optimizer.pt" if strategy.is_main else None
-                if getattr(strategy, "optimizer_state_is_sharded", False):
-                    name = f"optimizer_rank{strategy.rank}.pt"
-                if name:
-                    torch.save(optimizer_state, state_dir / name)
-            torch.save(rank_state, state_dir / f"rank{strategy.rank}.pt")
-            if strategy.is_main:
-                torch.save(scheduler.state_dict(), state_dir / "scheduler.pt")
-                (state_dir / "trainer_state.json").write_text(json.dumps(shared_state, indent=2))
-        _fsync_files(tmp)
-        strategy.barrier()
-        if strategy.is_main:
-            meta = {"step": step, "format": self.save_format, "world_size": strategy.world_size,
-                    "training_state": self.save_training_state, "versions": embodied_versions(),
-                    "save_seconds": round(time.perf_counter() - started, 3)}
-            (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
-            if final.exists():
-                shutil.rmtree(final)
-            tmp.rename(final)
-            fsync_dir(self.root)
-            point_latest_to(final)
-            self._prune()
-        strategy.barrier()
-        return final
+        return self.writer.save(step, model=model, optimizer=optimizer, scheduler=scheduler, rank_state=rank_state,
+                                shared_state=shared_state)
 
     def wait(self) -> None:
         """Waits for an asynchronous save in flight and commits it (a no-op otherwise)."""
-        if self._dcp is not None:
-            self._dcp.wait()
+        self.writer.wait()
 
-    def _prune(self) -> None:
+    def _prune(self, step: int) -> None:
+        """Keeps the newest ``keep_last`` complete checkpoints up to ``step``; removes older ones atomically.
+
+        Checkpoints of later steps (left by a run that resumed from an earlier one) are not touched: they are
+        replaced when training reaches their step.
+        """
         if self.keep_last is None:
             return
-        for _, path in list_checkpoints(self.root)[: -self.keep_last]:
-            shutil.rmtree(path, ignore_errors=True)
+        older = [path for s, path in list_step_dirs(self.root) if s <= step]
+        keep = set([path for path in older if (path / META_FILE).is_file()][-self.keep_last:])
+        for path in older:
+            if path not in keep:
+                discard_directory(path)
 
     def load(self, path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer,
-             scheduler: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Restores model, optimizer and scheduler from ``path``; returns ``(rank_state, shared_state)``."""
-        meta = read_meta(path)
-        if meta.get("format") == "dcp":
-            from embodied_core.checkpoint.dcp import load_dcp_checkpoint
+             scheduler: Any) -> ResumeState:
+        """Checks ``path`` completely, then restores model, optimizer and scheduler from it.
 
-            return load_dcp_checkpoint(path, self.strategy, model=model, optimizer=optimizer, scheduler=scheduler,
-                                       meta=meta)
-        state_dir = path / TRAINING_STATE_DIR
-        if not meta.get("training_state") or not state_dir.is_dir():
-            raise CheckpointError(f"{path} holds weights only (saved with --no-save-training-state); it cannot "
-                                  "be resumed. Use it as --pretrained-checkpoint instead.")
-        if meta["world_size"] != self.strategy.world_size:
-            raise CheckpointError(f"{path} was saved by {meta['world_size']} processes, this run has "
-                                  f"{self.strategy.world_size}; per-rank RNG and data state need the same world "
-                                  "size (save with --save-format dcp to change topology for weights/optimizer)")
-        self.strategy.load_model_state_dict(model, load_model_file(path))
-        optimizer_file = state_dir / (f"optimizer_rank{self.strategy.rank}.pt"
-                                      if getattr(self.strategy, "optimizer_state_is_sharded", False)
-                                      else "optimizer.pt")
-        self.strategy.load_optimizer_state_dict(
-            model, optimizer, torch.load(optimizer_file, map_location="cpu", weights_only=True))
-        scheduler.load_state_dict(torch.load(state_dir / "scheduler.pt", weights_only=True))
-        rank_state = torch.load(state_dir / f"rank{self.strategy.rank}.pt", weights_only=True)
-        shared_state = json.loads((state_dir / "trainer_state.json").read_text())
-        return rank_state, shared_state
+        Returns ``(rank_state, shared_state)``. Raises CheckpointError naming the file at fault; nothing is
+        restored unless every check passed.
+        """
+        path = Path(path)
+        meta = check_resumable(path, self.strategy)
+        check_fits_model(path, meta, model, optimizer, self.strategy)
+        try:
+            return checkpoint_format(path, meta).restore(path, meta, self.strategy, model=model,
+                                                         optimizer=optimizer, scheduler=scheduler)
+        except CheckpointError:
+            raise
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise CheckpointError(f"{path}: restoring failed after every check passed ({type(exc).__name__}: "
+                                  f"{exc}); the checkpoint does not match this run's model or optimizer") from exc

@@ -22,6 +22,7 @@ __all__ = [
     "TRAINING_STATE_DIR",
     "find_latest",
     "list_checkpoints",
+    "list_step_dirs",
     "read_meta",
     "step_dir",
 ]
@@ -44,17 +45,22 @@ def step_dir(root: str | Path, step: int) -> Path:
     return Path(root) / f"step_{step}"
 
 
-def list_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints under ``root`` as ``(step, path)``, oldest first."""
+def list_step_dirs(root: str | Path) -> list[tuple[int, Path]]:
+    """Every ``step_<N>`` directory under ``root`` as ``(step, path)``, oldest first, complete or not."""
     root = Path(root)
     if not root.is_dir():
         return []
     found = []
     for child in root.iterdir():
         match = _STEP_RE.match(child.name)
-        if match and child.is_dir() and not child.is_symlink() and (child / META_FILE).is_file():
+        if match and child.is_dir() and not child.is_symlink():
             found.append((int(match.group(1)), child))
     return sorted(found)
+
+
+def list_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints under ``root`` (those with ``meta.json``) as ``(step, path)``, oldest first."""
+    return [(step, path) for step, path in list_step_dirs(root) if (path / META_FILE).is_file()]
 
 
 def find_latest(root: str | Path) -> Path | None:
@@ -69,9 +75,26 @@ def find_latest(root: str | Path) -> Path | None:
     return found[-1][1] if found else None
 
 
+_META_KEYS = {"step": int, "format": str, "world_size": int}
+
+
 def read_meta(path: str | Path) -> dict[str, Any]:
-    """``meta.json`` of a checkpoint directory; CheckpointError when it is not a complete checkpoint."""
+    """``meta.json`` of a checkpoint directory, checked for the keys every reader needs.
+
+    Raises:
+        CheckpointError: naming ``meta.json`` when it is missing, truncated, not JSON, or lacks a key.
+    """
     meta_path = Path(path) / META_FILE
     if not meta_path.is_file():
-        raise CheckpointError(f"{path} is not a complete checkpoint: {META_FILE} is missing")
-    return json.loads(meta_path.read_text())
+        raise CheckpointError(f"{meta_path}: file is missing ({path} is not a complete checkpoint)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{meta_path}: not readable JSON (truncated or corrupt): {exc}") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{meta_path}: holds a {type(meta).__name__}, expected an object")
+    for key, kind in _META_KEYS.items():
+        if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+            raise CheckpointError(f"{meta_path}: {key!r} is missing or not {kind.__name__} "
+                                  f"(got {meta.get(key)!r})")
+    return meta

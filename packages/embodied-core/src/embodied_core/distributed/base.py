@@ -145,11 +145,15 @@ class DistributedStrategy:
 
     def load_sharded_checkpoint(self, directory: Path, model: nn.Module,
                                 optimizer: torch.optim.Optimizer | None) -> None:
-        """Loads model (and optimizer) state from the DCP directory ``directory`` into this topology."""
-        import torch.distributed.checkpoint as dcp
+        """Loads model (and optimizer) state from the DCP directory ``directory`` into this topology.
+
+        Reads through :func:`embodied_core.checkpoint.dcp_reader.dcp_load` (restricted metadata unpickler,
+        ``weights_only`` blobs): a crafted checkpoint is a CheckpointError, never code that runs.
+        """
+        from embodied_core.checkpoint.dcp_reader import dcp_load
 
         state = self.sharded_state_dict(model, optimizer)
-        dcp.load(state, checkpoint_id=str(directory), process_group=self.checkpoint_process_group)
+        dcp_load(state, directory, process_group=self.checkpoint_process_group)
         self.load_sharded_state_dict(model, optimizer, state)
 
     def optimizer_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:

@@ -27,8 +27,9 @@ import yaml
 from torch import nn
 
 from embodied_core.checkpoint.checkpointer import Checkpointer
-from embodied_core.checkpoint.layout import checkpoints_root, find_latest
+from embodied_core.checkpoint.layout import checkpoints_root
 from embodied_core.checkpoint.pretrained import load_pretrained
+from embodied_core.checkpoint.validate import ResumeSelection, check_resumable
 from embodied_core.config.provenance import embodied_versions, plugin_versions
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.validate import world_size_from_env
@@ -129,7 +130,7 @@ class BaseTrainer:
         self.transforms = data.transforms
         self.checkpointer = Checkpointer(self.output_dir, self.strategy, save_format=args.save_format,
                                          save_training_state=args.save_training_state,
-                                         keep_last=args.save_total_limit)
+                                         keep_last=args.save_total_limit, async_save=args.async_save)
         if resume_path is not None:
             self.restore(resume_path)
         self.loggers = components.build_loggers(args, output_dir=self.output_dir, is_main=self.strategy.is_main,
@@ -173,7 +174,7 @@ class BaseTrainer:
         report = load_pretrained(model, path)
         if self.strategy.is_main:
             logger.info("loaded %d tensors from --pretrained-checkpoint %s (strict: no missing, unexpected or "
-                        "mismatched keys)", report.loaded, path)
+                        "mismatched keys)", len(report.loaded), path)
 
     def build_optimizer(self) -> torch.optim.Optimizer:
         """The ``--optimizer`` over the parameter groups of ``--lr-group`` / ``--weight-decay-grouping``."""
@@ -183,18 +184,32 @@ class BaseTrainer:
         return components.build_optimizer_from_groups(param_groups, self.args, self.strategy)
 
     def resume_path(self) -> Path | None:
-        """The checkpoint to resume from (``--resume-from``, or the newest with ``--resume``), or None."""
+        """The checkpoint to resume from, or None; runs before the model is built.
+
+        ``--resume-from``: that directory, with every file a resume reads checked now; a missing, truncated or
+        unreadable one is a CheckpointError naming the file (no fallback: the user named the checkpoint).
+        ``--resume``: the newest checkpoint of ``--output-dir`` passing the same checks; broken newer ones are
+        skipped with a warning and listed in ``summary.json`` (``resume_fallbacks``). The fit of the weights to
+        the model is checked in :meth:`restore`, before anything is restored.
+        """
+        self._resume_selection: ResumeSelection | None = None
         if self.args.resume_from:
             path = Path(self.args.resume_from)
-            if not path.is_dir():
-                raise CheckpointError(f"--resume-from {path}: no such checkpoint directory")
+            try:
+                check_resumable(path, self.strategy)
+            except CheckpointError as exc:
+                raise CheckpointError(f"--resume-from {path}: {exc}") from None
             return path
         if self.args.resume:
-            latest = find_latest(checkpoints_root(self.output_dir))
-            if latest is None:
+            selection = ResumeSelection(checkpoints_root(self.output_dir), self.strategy)
+            self._resume_selection = selection
+            path = selection.first_complete()
+            if path is None and selection.found_any:
+                raise selection.nothing_usable()
+            if path is None:
                 logger.info("--resume: no checkpoint under %s yet; starting from step 0",
                             checkpoints_root(self.output_dir))
-            return latest
+            return path
         return None
 
     def write_config(self) -> None:
@@ -208,10 +223,22 @@ class BaseTrainer:
         (self.output_dir / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
 
     def restore(self, path: Path) -> None:
-        """Restores model, optimizer, scheduler, loss scale, RNG, data position and counters from ``path``."""
+        """Restores model, optimizer, scheduler, loss scale, RNG, data position and counters from ``path``.
+
+        Every check runs before anything is restored; with ``--resume``, a checkpoint whose weights do not fit
+        the model is skipped (warning) for the next newest that does.
+        """
+        selection = getattr(self, "_resume_selection", None)
+        if selection is not None:
+            path = selection.confirm(path, self.model, self.optimizer)
         rank_state, shared = self.checkpointer.load(path, model=self.model, optimizer=self.optimizer,
                                                     scheduler=self.scheduler)
-        self.state = TrainState(**shared["train_state"])
+        try:
+            self.state = TrainState(**shared["train_state"])
+        except TypeError as exc:
+            raise CheckpointError(f"{path}: trainer_state.json 'train_state' does not fit {type(self).__name__} "
+                                  f"({exc})") from None
+        self._resumed_from = path
         self.load_rank_state(rank_state, path=path)
         self.hooks.hook.on_load_checkpoint(step=self.state.step, path=str(path))
         logger.info("resumed from %s at step %d", path, self.state.step)
@@ -388,7 +415,11 @@ class BaseTrainer:
         started, start_step = getattr(self, "_started", (time.perf_counter(), self.state.step))
         seconds = time.perf_counter() - started
         steps = self.state.step - start_step
+        selection = getattr(self, "_resume_selection", None)
+        resumed = getattr(self, "_resumed_from", None)
         return {"final_step": self.state.step, "final_loss": self.last_metrics.get("loss"),
+                "resumed_from": str(resumed) if resumed else None,
+                "resume_fallbacks": [f.to_dict() for f in selection.fallbacks] if selection is not None else [],
                 "skipped_iters": self.state.skipped_iters, "nan_iters": self.state.nan_iters,
                 "skipped_updates": self.state.skipped_updates, "consumed_samples": self.state.consumed_samples,
                 "steps_this_run": steps, "train_seconds": round(seconds, 3),

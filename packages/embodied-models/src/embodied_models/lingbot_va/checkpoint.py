@@ -15,16 +15,19 @@ A diffusers folder is ``config.json`` plus ``diffusion_pytorch_model.safetensors
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import attrs
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
+from embodied_core.checkpoint.keymap import IDENTITY, Allow, KeyMap, LoadReport, Rename, compare_state, load_state
+from embodied_core.checkpoint.readers import read_json, read_tensors
 from embodied_core.errors import CheckpointError
 
 __all__ = ["KEY_MAPS", "LoadReport", "convert_wan22_state_dict", "load_transformer_folder", "map_keys",
@@ -35,72 +38,59 @@ INDEX_NAME = "diffusion_pytorch_model.safetensors.index.json"
 CONFIG_NAME = "config.json"
 POLICY_WEIGHTS = "model.safetensors"  # lerobot policy folders and our own checkpoints
 
-KEY_MAPS: dict[str, tuple[str, str]] = {
-    "lingbot_va": ("", ""),
-    "lerobot": ("transformer.", ""),
-    "embodied": ("transformer.", ""),
-}
-"""layout -> (source prefix, target prefix): a key ``<source prefix><rest>`` becomes ``<target prefix><rest>``."""
+_LAYOUT_PREFIXES: dict[str, str] = {"lingbot_va": "", "lerobot": "transformer.", "embodied": "transformer."}
+"""layout -> the prefix its keys carry before the transformer's own names."""
 
 
-@attrs.frozen
-class LoadReport:
-    """Differences between a checkpoint and a module (after key mapping)."""
+def _prefix_map(prefix: str) -> KeyMap:
+    if not prefix:
+        return IDENTITY
+    return KeyMap(renames=(Rename(re.escape(prefix) + r"(?P<rest>.+)", "{rest}"),), keep=())
 
-    missing: tuple[str, ...] = ()
-    unexpected: tuple[str, ...] = ()
-    mismatched: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...] = ()
-    """(key, checkpoint shape, module shape)."""
 
-    @property
-    def ok(self) -> bool:
-        """True when every key matches in name and shape."""
-        return not (self.missing or self.unexpected or self.mismatched)
+KEY_MAPS: dict[str, KeyMap] = {layout: _prefix_map(prefix) for layout, prefix in _LAYOUT_PREFIXES.items()}
+"""layout -> its declared key map onto the transformer's names (core's KeyMap contract)."""
 
-    def describe(self, limit: int = 10) -> str:
-        """Human-readable summary (first ``limit`` keys of each kind)."""
-        lines = []
-        mismatched = [f"{k}: checkpoint {a} vs model {b}" for k, a, b in self.mismatched]
-        for title, items in (("missing", self.missing), ("unexpected", self.unexpected),
-                             ("shape-mismatched", mismatched)):
-            if items:
-                shown = ", ".join(list(items)[:limit]) + (" ..." if len(items) > limit else "")
-                lines.append(f"{len(items)} {title} keys: {shown}")
-        return "; ".join(lines) or "all keys match"
+
+def _flatten_patch_embedding(weight: torch.Tensor) -> torch.Tensor:
+    # Conv3d [D, C, pt, ph, pw] -> Linear [D, C*pt*ph*pw], in the (channel, pt, ph, pw) order our patchify uses
+    return weight.flatten(1) if weight.ndim == 5 else weight
+
+
+WAN22_KEY_MAP = KeyMap(renames=(Rename(r"patch_embedding\.(?P<rest>.+)", "patch_embedding_mlp.{rest}",
+                                       transform=_flatten_patch_embedding),))
+"""Raw Wan2.2-TI2V names onto LingBot-VA's (the patch embedding becomes a Linear; everything else is kept)."""
 
 
 def map_keys(state: Mapping[str, torch.Tensor], layout: str) -> dict[str, torch.Tensor]:
     """Applies the declared key map of ``layout``; a key outside the map's prefix is an error."""
     if layout not in KEY_MAPS:
         raise CheckpointError(f"unknown LingBot-VA checkpoint layout {layout!r}; choose one of {sorted(KEY_MAPS)}")
-    src, dst = KEY_MAPS[layout]
-    outside = [k for k in state if not k.startswith(src)]
+    mapped, outside = KEY_MAPS[layout].rename_all(state)
     if outside:
-        raise CheckpointError(f"layout {layout!r} expects every key to start with {src!r}; found {outside[:5]}")
-    return {dst + k[len(src):]: v for k, v in state.items()}
+        raise CheckpointError(f"layout {layout!r} expects every key to start with {_LAYOUT_PREFIXES[layout]!r}; "
+                              f"found {outside[:5]}")
+    return mapped
 
 
 def strict_report(module: nn.Module, state: Mapping[str, torch.Tensor]) -> LoadReport:
-    """Compares ``state`` with ``module.state_dict()`` by name and shape."""
-    expected = module.state_dict()
-    missing = tuple(sorted(set(expected) - set(state)))
-    unexpected = tuple(sorted(set(state) - set(expected)))
-    mismatched = tuple((k, tuple(state[k].shape), tuple(expected[k].shape)) for k in sorted(set(state) & set(expected))
-                       if tuple(state[k].shape) != tuple(expected[k].shape))
-    return LoadReport(missing, unexpected, mismatched)
+    """Compares ``state`` with ``module.state_dict()`` by name and shape (core's strict report, nothing copied)."""
+    return compare_state(module, state)
 
 
 def load_state_strict(module: nn.Module, state: Mapping[str, torch.Tensor], *, source: str,
                       allow_missing: Iterable[str] = ()) -> LoadReport:
-    """Loads ``state`` into ``module``; any difference not explicitly allowed raises CheckpointError."""
+    """Loads ``state`` into ``module``; any difference not explicitly allowed raises CheckpointError.
+
+    Everything is compared before anything is copied. ``allow_missing``: glob patterns over the module's names.
+    """
+    allow = Allow(missing=tuple(allow_missing))
     report = strict_report(module, state)
-    allowed = tuple(allow_missing)
-    missing = tuple(k for k in report.missing if not (allowed and k.startswith(allowed)))
-    if missing or report.unexpected or report.mismatched:
-        bad = LoadReport(missing, report.unexpected, report.mismatched)
+    if report.problems(allow):
+        missing = [k for k in report.missing if not any(fnmatch.fnmatchcase(k, p) for p in allow.missing)]
+        bad = LoadReport(missing=missing, unexpected=report.unexpected, mismatched=report.mismatched)
         raise CheckpointError(f"{source}: checkpoint does not match the model: {bad.describe()}")
-    module.load_state_dict(dict(state), strict=not report.missing)
-    return report
+    return load_state(module, state, source=source, allow=allow)
 
 
 # ---------------------------------------------------------------------------------------------- folders
@@ -116,23 +106,31 @@ def _resolve_folder(path: str | Path) -> Path:
 
 def read_diffusers_folder(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
     """(config, state dict) of a diffusers model folder (single file or sharded with an index), or of a folder
-    with one ``model.safetensors`` (lerobot policy, embodied checkpoint; config may then be empty)."""
+    with one ``model.safetensors`` (lerobot policy, embodied checkpoint; config may then be empty).
+
+    Reads through core's guarded readers: a missing, truncated or corrupt file is a CheckpointError naming it.
+    """
     folder = _resolve_folder(path)
-    config = json.loads((folder / CONFIG_NAME).read_text()) if (folder / CONFIG_NAME).is_file() else {}
+    config = read_json(folder / CONFIG_NAME) if (folder / CONFIG_NAME).is_file() else {}
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{folder / CONFIG_NAME}: expected a JSON object")
     if (folder / INDEX_NAME).is_file():
-        index = json.loads((folder / INDEX_NAME).read_text())
+        index = read_json(folder / INDEX_NAME)
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(weight_map, dict):
+            raise CheckpointError(f"{folder / INDEX_NAME}: not a safetensors index (needs a 'weight_map')")
         state: dict[str, torch.Tensor] = {}
-        for shard in sorted(set(index["weight_map"].values())):
+        for shard in sorted(set(weight_map.values())):
             if not (folder / shard).is_file():
                 raise CheckpointError(f"{folder / INDEX_NAME} names shard {shard}, which is missing")
-            state.update(load_file(str(folder / shard)))
-        absent = set(index["weight_map"]) - set(state)
+            state.update(read_tensors(folder / shard))
+        absent = set(weight_map) - set(state)
         if absent:
             raise CheckpointError(f"{folder}: keys listed in {INDEX_NAME} are in no shard: {sorted(absent)[:5]}")
         return config, state
     for name in (WEIGHTS_NAME, POLICY_WEIGHTS):
         if (folder / name).is_file():
-            return config, load_file(str(folder / name))
+            return config, read_tensors(folder / name)
     raise CheckpointError(f"{folder}: none of {INDEX_NAME}, {WEIGHTS_NAME}, {POLICY_WEIGHTS} found")
 
 
@@ -200,15 +198,10 @@ def convert_wan22_state_dict(wan_state: Mapping[str, torch.Tensor], transformer:
     - every other key must exist in both with the same shape (strict report on the result).
     """
     target = transformer.state_dict()
-    out: dict[str, torch.Tensor] = {}
-    for key, value in wan_state.items():
-        if key.startswith("patch_embedding."):
-            name = key.replace("patch_embedding.", "patch_embedding_mlp.")
-            out[name] = value.flatten(1) if value.ndim == 5 else value
-        else:
-            out[key] = value
-            if key.startswith("condition_embedder."):
-                out[key.replace("condition_embedder.", "condition_embedder_action.", 1)] = value.clone()
+    out, _ = WAN22_KEY_MAP.rename_all(wan_state)  # keep="*": every key is covered
+    for key, value in list(out.items()):
+        if key.startswith("condition_embedder."):
+            out[key.replace("condition_embedder.", "condition_embedder_action.", 1)] = value.clone()
     for key in ("action_embedder.weight", "action_embedder.bias"):
         out[key] = target[key].detach().clone()
     out["action_proj_out.weight"] = torch.zeros_like(target["action_proj_out.weight"])
