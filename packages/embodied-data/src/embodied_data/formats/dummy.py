@@ -7,6 +7,9 @@ Shapes come from the model's DataConfig: cameras ``[T, C, H, W]`` uint8 (``[C, H
 Models whose samples carry more than the LeRobot keys (precomputed latents, text embeddings) declare them
 with a DataConfig method ``dummy_features() -> {key: (shape, dtype)}``; those keys get random float values
 (``randn``), zeros for integer dtypes, ``False`` for ``bool``.
+
+Data fields the config leaves unset (``camera_keys``, ``state_dim``, ``action_dim``) are generated as one camera
+``observation.images.front`` and 8-D state and action (:func:`infer_dummy_features`, the format's ``infer``).
 """
 
 from __future__ import annotations
@@ -19,16 +22,36 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from embodied_core.config.infer import FeatureMetadata, fill_unset
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.protocols import DatasetFeature
 
-__all__ = ["FPS", "DummyDataset", "build_dummy_dataset"]
+__all__ = ["FPS", "DummyDataset", "build_dummy_dataset", "infer_dummy_features"]
 
 _TASKS = ("pick up the cube", "push the block to the goal")
 
 FPS = 30.0
 """Frame rate of the synthetic episodes (``timestamp = frame_index / FPS``)."""
+
+GENERATED_CAMERA = "observation.images.front"
+"""The camera generated when ``data.camera_keys`` is unset."""
+GENERATED_DIM = 8
+"""Width of the state and action vectors generated when ``data.state_dim`` / ``data.action_dim`` are unset."""
+
+
+def infer_dummy_features(args: TrainingArgs | None, data_config: BaseDataConfig) -> FeatureMetadata:
+    """``DatasetFormatSpec.infer`` of ``dummy_datasets``: what it generates for unset fields.
+
+    Not binding: a generated dataset follows every field that is set, so nothing can disagree.
+    """
+    height, width = data_config.image_size
+    features = {
+        GENERATED_CAMERA: DatasetFeature(key=GENERATED_CAMERA, dtype="image", shape=(height, width, 3)),
+        data_config.state_key: DatasetFeature(key=data_config.state_key, dtype="float32", shape=(GENERATED_DIM,)),
+        data_config.action_key: DatasetFeature(key=data_config.action_key, dtype="float32", shape=(GENERATED_DIM,)),
+    }
+    return FeatureMetadata(features=features, source="dummy_datasets (generated)", binding=False)
 
 
 class DummyDataset(Dataset):
@@ -42,7 +65,7 @@ class DummyDataset(Dataset):
     episodes: list[int] | None = None
 
     def __init__(self, data_config: BaseDataConfig, *, num_samples: int, seed: int = 0, episode_length: int = 50):
-        self.config = data_config
+        self.config = fill_unset(data_config, infer_dummy_features(None, data_config))[0]
         self.num_samples = num_samples
         self.seed = seed
         self.episode_length = episode_length

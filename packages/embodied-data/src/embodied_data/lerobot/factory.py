@@ -5,6 +5,9 @@ Order of work: metadata (version check) -> strategy plan (keys, offsets) -> robo
 
 ``--split`` takes a split of ``info.json`` (``train``) or an explicit episode list such as ``3-6,10-12`` (for
 partially downloaded datasets, whose ``train`` split names episodes that are not on disk).
+
+:func:`infer_features` (``DatasetFormatSpec.infer``) reports the features samples will carry, from the metadata
+alone, so core fills the model's unset ``data.state_dim`` / ``action_dim`` / ``camera_keys`` / ``*_names``.
 """
 
 from __future__ import annotations
@@ -12,15 +15,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import attrs
+
+from embodied_core.config.infer import FeatureMetadata, disagreements
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.errors import EmbodiedError, UsageError
+from embodied_core.protocols import DatasetFeature
+from embodied_data.feature_maps import FeatureMap, mapped_features
 from embodied_data.lerobot.dataset import LeRobotDataset, select_episodes
 from embodied_data.lerobot.metadata import LeRobotMeta
 from embodied_data.robots.layouts import LayoutTransform, match_layout, resolve_layout
 from embodied_data.strategies.base import Compose, make_strategy
 
-__all__ = ["build_dataset", "check_dataset", "parse_split"]
+__all__ = ["build_dataset", "check_dataset", "infer_features", "parse_split"]
 
 _EPISODE_LIST = re.compile(r"^\s*\d+(\s*-\s*\d+)?(\s*,\s*\d+(\s*-\s*\d+)?)*\s*$")
 
@@ -39,12 +47,22 @@ def parse_split(meta: LeRobotMeta, split: str) -> tuple[str | None, list[int] | 
     raise UsageError(f"--split {split!r}: not a split of {meta.root}")  # unreachable: the line above raises
 
 
-def _prepare(args: TrainingArgs, data_config: BaseDataConfig) -> tuple[LeRobotMeta, Any, list[Any], str | None,
-                                                                       list[int] | None]:
-    """Everything decided from metadata alone: meta, strategy plan, transforms, split / episodes."""
+def _load_meta(args: TrainingArgs) -> LeRobotMeta:
     if not args.dataset_path:
         raise UsageError("--dataset-path is required with --dataset-format lerobot_datasets")
-    meta = LeRobotMeta.load(args.dataset_path, expected_version=args.lerobotdataset_version)
+    return LeRobotMeta.load(args.dataset_path, expected_version=args.lerobotdataset_version)
+
+
+def _prepare(args: TrainingArgs, data_config: BaseDataConfig, meta: LeRobotMeta | None = None
+             ) -> tuple[LeRobotMeta, Any, list[Any], str | None, list[int] | None]:
+    """Everything decided from metadata alone: meta, strategy plan, transforms, split / episodes.
+
+    Unset ``data.camera_keys`` mean every camera of the dataset, in ``info.json`` order.
+    """
+    meta = _load_meta(args) if meta is None else meta
+    if data_config.camera_keys is None:
+        data_config = attrs.evolve(data_config, camera_keys=[k for k, f in meta.features.items()
+                                                             if f.is_video or f.is_image])
     plan = make_strategy(args.dataset_strategy).plan(meta, data_config)
     transforms = [plan.transform] if plan.transform is not None else []
     if args.robot_type:
@@ -62,11 +80,11 @@ def check_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> list[str]:
     before the model is built.
     """
     try:
-        meta, plan, _, split, episodes = _prepare(args, data_config)
+        meta, plan, transforms, split, episodes = _prepare(args, data_config)
         selected = select_episodes(meta, episodes=episodes, split=split)
     except EmbodiedError as exc:
         return [str(exc)]
-    problems = _dimension_problems(args, data_config, meta)
+    problems = disagreements(data_config, _feature_metadata(args, meta, plan, transforms))
     missing = [f"episode {ep}: {meta.video_file(ep, cam)}" for cam in plan.camera_keys
                if meta.features[cam].is_video for ep in selected if not meta.video_file(ep, cam).exists()]
     if missing:
@@ -77,26 +95,41 @@ def check_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> list[str]:
     return problems
 
 
-def _dimension_problems(args: TrainingArgs, data_config: BaseDataConfig, meta: LeRobotMeta) -> list[str]:
-    """With the default strategy and no --robot-type, the model's state/action sizes must be the dataset's."""
-    if args.dataset_strategy != "default" or args.robot_type:
-        return []
-    problems = []
-    for field, key in (("state_dim", data_config.state_key), ("action_dim", data_config.action_key)):
-        feature = meta.features.get(key)
-        expected = getattr(data_config, field)
-        if feature is not None and feature.shape and feature.shape[-1] != expected:
-            problems.append(f"data.{field}={expected} but {key!r} of {meta.root} has {feature.shape[-1]} values "
-                            f"per frame; set data.{field}={feature.shape[-1]} (or choose a layout with --robot-type)")
-    return problems
+def _feature_maps(plan: Any, transforms: list[Any]) -> list[FeatureMap]:
+    """What the strategy's transform and the robot layout do to the stored features, in the order they run."""
+    layouts = [t for t in transforms if isinstance(t, LayoutTransform)]
+    return [plan.feature_map, *layouts] if plan.feature_map is not None else layouts
+
+
+def _feature_metadata(args: TrainingArgs, meta: LeRobotMeta, plan: Any, transforms: list[Any]) -> FeatureMetadata:
+    """The dataset's cameras as ``info.json`` declares them (in its order) and its other features as samples carry
+    them, through the strategy's and the robot layout's feature maps."""
+    stored = {key: DatasetFeature(key=key, dtype=f.dtype, shape=f.shape, names=f.names)
+              for key, f in meta.features.items()}
+    vectors = mapped_features(_feature_maps(plan, transforms),
+                              {key: f for key, f in stored.items() if not f.is_visual})
+    cameras = {key: f for key, f in stored.items() if f.is_visual}
+    if args.robot_type:
+        return FeatureMetadata(features={**cameras, **vectors}, source=f"{meta.root} (--robot-type {args.robot_type})")
+    return FeatureMetadata(features={**cameras, **vectors}, source=str(meta.root),
+                           hint=" (or choose a layout with --robot-type)")
+
+
+def infer_features(args: TrainingArgs, data_config: BaseDataConfig) -> FeatureMetadata:
+    """``DatasetFormatSpec.infer`` of ``lerobot_datasets``: the features the model will see, from metadata alone.
+
+    Raises what :func:`check_dataset` reports (missing path, wrong version, unknown key), so callers that infer
+    on a best-effort basis leave the reporting to the preflight.
+    """
+    meta, plan, transforms, _, _ = _prepare(args, data_config)
+    return _feature_metadata(args, meta, plan, transforms)
 
 
 def build_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> LeRobotDataset:
     """Builds the LeRobot dataset named by ``--dataset-path`` for the model's DataConfig."""
     meta, plan, transforms, split, episodes = _prepare(args, data_config)
     # the stats and features the dataset reports follow the strategy's and the robot layout's reshaping
-    layouts = [t for t in transforms if isinstance(t, LayoutTransform)]
-    feature_maps = [plan.feature_map, *layouts] if plan.feature_map is not None else layouts
+    feature_maps = _feature_maps(plan, transforms)
     return LeRobotDataset(meta.root, meta=meta, split=split, episodes=episodes,
                           delta_timestamps=plan.delta_timestamps, camera_keys=plan.camera_keys,
                           video_backend=args.video_backend,

@@ -135,17 +135,18 @@ class LingBotVADataConfig(BaseDataConfig):
     latent frame are taken every ``4 * video_stride / action_per_frame`` dataset frames.
     """
 
-    camera_keys: list[str] = attrs.field(factory=lambda: ["observation.images.image",
-                                                          "observation.images.wrist_image"])
-    """Cameras, in layout order (width_concat: left to right; robotwin_tshape: head, left wrist, right wrist)."""
+    camera_keys: list[str] | None = None
+    """Cameras, in layout order (width_concat: left to right; robotwin_tshape: head, left wrist, right wrist);
+    unset: the dataset's cameras in their declared order (the presets set them: the latent cache records them)."""
     image_size: tuple[int, int] = (128, 128)
     """(height, width) each camera is resized to before VAE encoding (T-shape: the head camera's size)."""
     camera_layout: str = attrs.field(default="width_concat", validator=attrs.validators.in_(CAMERA_LAYOUTS))
     """How per-camera latents are tiled into one latent image."""
-    action_dim: int = 7
-    """Dimension of the dataset's action vector (scattered into ``model.used_action_channel_ids``)."""
-    state_dim: int = 8
-    """Dimension of the dataset's state vector (not an input of the model)."""
+    action_dim: int | None = None
+    """Dimension of the dataset's action vector (scattered into ``model.used_action_channel_ids``); unset: the
+    dataset's."""
+    state_dim: int | None = None
+    """Dimension of the dataset's state vector (not an input of the model); unset: the dataset's."""
     action_horizon: int = 16
     """Actions per sample = num_latent_frames * action_per_frame (checked)."""
     num_latent_frames: int = attrs.field(default=4, validator=positive)
@@ -188,7 +189,7 @@ class LingBotVADataConfig(BaseDataConfig):
         if any(side % VAE_SPATIAL_DOWNSAMPLE for side in self.image_size):
             problems.append(f"data.image_size: both sides must be multiples of 16 (got {self.image_size})")
         if self.camera_layout == "robotwin_tshape":
-            if len(self.camera_keys) != 3:
+            if self.camera_keys is not None and len(self.camera_keys) != 3:
                 problems.append("data.camera_keys: robotwin_tshape needs 3 cameras (head, left wrist, right "
                                 f"wrist), got {len(self.camera_keys)}")
             if any(side % 32 for side in self.image_size):
@@ -214,10 +215,10 @@ def check_run_config(config: object) -> list[str]:
     """
     model, data, training = config.model, config.data, config.training  # type: ignore[attr-defined]
     problems = []
-    if len(model.used_action_channel_ids) != data.action_dim:
+    if data.action_dim is not None and len(model.used_action_channel_ids) != data.action_dim:
         problems.append(f"model.used_action_channel_ids has {len(model.used_action_channel_ids)} channels but "
                         f"data.action_dim={data.action_dim}: give one model channel per dataset action channel")
-    h, w = data.latent_hw()
+    h, w = data.latent_hw() if data.camera_keys is not None else (0, 0)
     _, ph, pw = model.patch_size
     if h % ph or w % pw:
         problems.append(f"data.image_size {tuple(data.image_size)} gives a {h}x{w} latent image, not divisible by "

@@ -12,11 +12,11 @@ __all__ = ["check_run_config", "size_problems"]
 def size_problems(model: Pi05ModelConfig, data: Pi05DataConfig) -> list[str]:
     """Messages for model/data size combinations pi0.5 cannot run (empty when fine)."""
     problems = []
-    if data.action_dim > model.max_action_dim:
+    if data.action_dim is not None and data.action_dim > model.max_action_dim:
         problems.append(f"data.action_dim {data.action_dim} exceeds model.max_action_dim {model.max_action_dim}; "
                         f"set model.max_action_dim={data.action_dim} (a new action projection, not loadable from "
                         "a 32-dim checkpoint)")
-    if data.state_dim > model.max_state_dim:
+    if data.state_dim is not None and data.state_dim > model.max_state_dim:
         problems.append(f"data.state_dim {data.state_dim} exceeds model.max_state_dim {model.max_state_dim}; "
                         f"set model.max_state_dim={data.state_dim}")
     if data.image_size[0] % model.vision_patch_size:
