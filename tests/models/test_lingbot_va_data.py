@@ -194,36 +194,3 @@ def test_streaming_vae_encoder_matches_whole_clip_encoding(cache):
     streamed = torch.cat(chunks, dim=2)[0]
     cached = load_file(str(episode_file(cache / "cache", 0)))["latents"].float()[:, :4]
     torch.testing.assert_close(streamed.bfloat16().float(), cached, atol=0.02, rtol=0.02)  # cache holds bf16
-
-
-def test_closed_loop_policy_from_camera_frames(cache):
-    """reset() on the first frame, step() with the keyframes seen while executing: actions in dataset units."""
-    from diffusers import AutoencoderKLWan
-    from safetensors.torch import load_file
-
-    from embodied_data.video.backends import make_backend
-    from embodied_models.lingbot_va.modeling import build_model
-    from embodied_models.lingbot_va.policy import LingBotVAPolicy
-    from embodied_models.lingbot_va.transforms import action_quantiles
-
-    config = load_config(**_config(cache))
-    torch.manual_seed(0)
-    model = build_model(config.model, config.data)
-    dataset = load_factory(groups.DATASET_FORMATS, "lerobot_datasets")(config.training, config.data)
-    q01, q99 = action_quantiles(dataset.stats, config.data)
-    texts = load_file(str(cache / "cache" / "text.safetensors"))
-    policy = LingBotVAPolicy(model, vae=AutoencoderKLWan.from_pretrained(str(cache / "base" / "vae")).eval(),
-                             text_emb=texts["task_0"], null_text_emb=texts["empty"], q01=q01, q99=q99, num_steps=2)
-    backend = make_backend("pyav")
-    frames = [backend.decode(DATASET / f"videos/chunk-000/{cam}/episode_000000.mp4", [i / 30 for i in range(21)]).frames
-              for cam in config.data.camera_keys]
-    first = policy.reset([f[0] for f in frames])
-    frames_n = config.data.num_latent_frames
-    assert first.shape == ((frames_n - 1) * 4, 4) and torch.isfinite(first).all()
-    second = policy.step([f[1:9] for f in frames], executed=first)
-    assert second.shape == (frames_n * 4, 4) and torch.isfinite(second).all()
-    third = policy.step([f[9:21] for f in frames])
-    assert third.shape == second.shape and policy.session.frame_offset == 2 * frames_n
-    # Returned in dataset units: normalizing them again gives the model-space prediction of the used channels.
-    predicted = policy.session.last_actions[0, config.model.used_action_channel_ids].squeeze(-1).flatten(1).T
-    torch.testing.assert_close(policy._normalize(third), predicted, atol=1e-4, rtol=1e-4)
