@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_core.errors import CheckpointError, UsageError
+from embodied_dist.export import add_export_parser, run_export
 
 __all__ = ["convert", "main"]
 
@@ -37,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
                           help="output format (default: from DST's suffix, else safetensors)")
     convert_.add_argument("--optimizer", type=Path, default=None, metavar="PATH",
                           help="also write the consolidated optimizer state (torch.save, keyed by parameter name)")
+    add_export_parser(commands)
     return parser
 
 
@@ -109,6 +111,8 @@ def main(argv: Sequence[str]) -> int:
         args = _parser().parse_args(list(argv))
     except SystemExit as exc:
         return int(exc.code or 0)
+    if args.command == "export":
+        return run_export(args)
     counts = convert(args.src, args.dst, fmt=args.format, optimizer=args.optimizer)
     print(f"wrote {args.dst} ({counts['tensors']} tensors)"
           + (f" and {args.optimizer} ({counts['optimizer_entries']} parameters' optimizer state)"
