@@ -37,6 +37,7 @@ from embodied_core.errors import CheckpointError
 from embodied_core.loggers.summary import write_loss_curve, write_summary
 from embodied_core.model_api import Transforms
 from embodied_core.optim.param_groups import build_param_groups, format_group_table
+from embodied_core.policy.writer import PolicyWriter
 from embodied_core.protocols import DatasetFeature
 from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
@@ -130,7 +131,8 @@ class BaseTrainer:
         self.transforms = data.transforms
         self.checkpointer = Checkpointer(self.output_dir, self.strategy, save_format=args.save_format,
                                          save_training_state=args.save_training_state,
-                                         keep_last=args.save_total_limit, async_save=args.async_save)
+                                         keep_last=args.save_total_limit, async_save=args.async_save,
+                                         write_extras=self.build_policy_writer(fps=data.dataset.fps))
         if resume_path is not None:
             self.restore(resume_path)
         self.loggers = components.build_loggers(args, output_dir=self.output_dir, is_main=self.strategy.is_main,
@@ -140,6 +142,14 @@ class BaseTrainer:
         dtype = _DTYPES[args.dtype]
         self.autocast: Callable[[], Any] = (functools.partial(torch.autocast, self.device.type, dtype=dtype)
                                             if dtype != torch.float32 else contextlib.nullcontext)
+
+    def build_policy_writer(self, *, fps: float | None) -> PolicyWriter | None:
+        """What makes every checkpoint a policy folder (rank 0 writes it): the resolved configs, the statistics
+        handed to ``make_transforms``, the dataset's features and fps; None on other ranks."""
+        if not self.strategy.is_main:
+            return None
+        return PolicyWriter(self.config, self.model_spec, stats=self.data_stats, features=self.dataset_features,
+                            fps=fps)
 
     def build_model(self) -> nn.Module:
         """Builds the model from its plugin factory."""
