@@ -158,6 +158,11 @@ def check_files(path: Path, meta: dict[str, Any], strategy: DistributedStrategy)
     if not any(k.startswith(f"{_RANK_STATE}.rank{source}.") for k in keys):
         raise CheckpointError(f"{metadata_file}: no per-rank state for rank {source} (saved by "
                               f"{meta['world_size']} processes)")
+    # The small non-tensor entries (every rank's RNG/data state, the optimizer's groups) are read here, in this
+    # process alone, so a corrupt or crafted one is found before anything is restored, identically on every rank.
+    small = read_dcp_state_dict(path / DCP_DIR, {_RANK_STATE, "optim.param_groups"})
+    if not all(isinstance(v, dict) for v in small.get(_RANK_STATE, {}).values()):
+        raise CheckpointError(f"{path / DCP_DIR}: a per-rank state entry is not a dict")
     state_dir = path / TRAINING_STATE_DIR
     if not isinstance(torch_load(state_dir / SCHEDULER_FILE, lazy=True), dict):
         raise CheckpointError(f"{state_dir / SCHEDULER_FILE}: expected a dict")
