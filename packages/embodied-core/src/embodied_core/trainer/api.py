@@ -62,7 +62,9 @@ class Trainer:
         """The trainer instance of ``--trainer-type`` (not set up yet)."""
         spec = model_spec(self.config.model_name)
         hooks = make_plugin_manager(self.plugins, blocked=self.config.training.block_plugins)
-        factory = registry.load_factory(groups.TRAINERS, self.config.training.trainer_type, flag="--trainer-type")
+        trainer_type = self.config.training.trainer_type
+        factory = registry.load_factory(groups.TRAINERS, trainer_type, flag="--trainer-type",
+                                        options=self.config.plugins.get(trainer_type))
         return factory(self.config, model_spec=spec, hooks=hooks)
 
     def train(self) -> TrainResult:

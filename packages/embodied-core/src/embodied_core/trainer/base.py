@@ -30,7 +30,7 @@ from embodied_core.checkpoint.checkpointer import Checkpointer
 from embodied_core.checkpoint.layout import checkpoints_root
 from embodied_core.checkpoint.pretrained import load_pretrained
 from embodied_core.checkpoint.validate import ResumeSelection, check_resumable
-from embodied_core.config.provenance import embodied_versions, plugin_versions
+from embodied_core.config.provenance import embodied_versions, run_plugin_versions
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.validate import world_size_from_env
 from embodied_core.errors import CheckpointError
@@ -39,7 +39,6 @@ from embodied_core.model_api import Transforms
 from embodied_core.optim.param_groups import build_param_groups, format_group_table
 from embodied_core.policy.writer import PolicyWriter
 from embodied_core.protocols import DatasetFeature
-from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
 from embodied_core.trainer import components
 from embodied_core.trainer.freeze import freeze_modules, parse_module_paths
@@ -111,7 +110,8 @@ class BaseTrainer:
     def setup(self) -> None:
         """Builds every component and restores state when resuming."""
         args = self.args
-        self.strategy = components.build_strategy(args, world_size_from_env())
+        self.strategy = components.build_strategy(args, world_size_from_env(),
+                                                  options=self.config.plugins.get(args.distributed_strategy))
         self.strategy.setup()
         self.device = self.strategy.device
         self.runtime.apply()
@@ -122,7 +122,8 @@ class BaseTrainer:
             self.write_config()
         self.model = self.strategy.wrap_model(self.prepare_model(resuming=resume_path is not None))
         self.optimizer = self.build_optimizer()
-        self.scheduler = components.build_scheduler(self.optimizer, args)
+        self.scheduler = components.build_scheduler(self.optimizer, args,
+                                                    options=self.config.plugins.get(args.lr_decay_style))
         self.scaler = make_grad_scaler(args, self.device)
         data = components.build_data(self.config, self.model_spec, self.strategy)
         self.loader = data.loader
@@ -136,7 +137,8 @@ class BaseTrainer:
         if resume_path is not None:
             self.restore(resume_path)
         self.loggers = components.build_loggers(args, output_dir=self.output_dir, is_main=self.strategy.is_main,
-                                                resume_step=self.state.step if resume_path else None)
+                                                resume_step=self.state.step if resume_path else None,
+                                                options=self.config.plugins)
         for sink in self.loggers:
             sink.log_config(self.config.to_dict())
         dtype = _DTYPES[args.dtype]
@@ -191,7 +193,8 @@ class BaseTrainer:
         param_groups = build_param_groups(self.strategy.unwrap_model(self.model), self.args)
         if self.strategy.is_main:
             logger.info("optimizer %s parameter groups:\n%s", self.args.optimizer, format_group_table(param_groups))
-        return components.build_optimizer_from_groups(param_groups, self.args, self.strategy)
+        return components.build_optimizer_from_groups(param_groups, self.args, self.strategy,
+                                                      options=self.config.plugins.get(self.args.optimizer))
 
     def resume_path(self) -> Path | None:
         """The checkpoint to resume from, or None; runs before the model is built.
@@ -224,12 +227,9 @@ class BaseTrainer:
 
     def write_config(self) -> None:
         """Writes ``config.yaml`` (the resolved config + versions); usable as ``--config-file``."""
-        args = self.args
-        selected = {groups.MODELS: self.config.model_name, groups.TRAINERS: args.trainer_type,
-                    groups.DATASET_FORMATS: args.dataset_format, groups.OPTIMIZERS: args.optimizer,
-                    groups.LR_SCHEDULERS: args.lr_decay_style, groups.SAMPLERS: args.distributed_sampler_mode}
-        doc = {"embodied": {"versions": embodied_versions(), "plugins": plugin_versions(selected)},
-               **self.config.to_dict()}
+        plugins = run_plugin_versions(self.config, world_size=self.strategy.world_size,
+                                      hooks=[name for name, _ in self.hooks.list_name_plugin()])
+        doc = {"embodied": {"versions": embodied_versions(), "plugins": plugins}, **self.config.to_dict()}
         (self.output_dir / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
 
     def restore(self, path: Path) -> None:
