@@ -14,6 +14,7 @@ import attrs
 
 from embodied_core import registry
 from embodied_core.config.converter import structure
+from embodied_core.config.infer import resolve_data_fields
 from embodied_core.config.layers import deep_merge, dotlist_layer, env_layer, read_package_yaml, read_yaml
 from embodied_core.config.options import SECTION, option_classes, structure_options
 from embodied_core.config.run_config import RunConfig
@@ -142,8 +143,9 @@ def load_config(
         environ: environment for ``EMBODIED_*`` variables (defaults to ``os.environ``).
 
     Returns:
-        The structured RunConfig. Cross-field and registry validation is done by
-        :func:`embodied_core.config.validate.validate_run_config`.
+        The structured RunConfig, with the data fields left unset filled from the dataset's metadata where the
+        dataset format can read it (:func:`embodied_core.config.infer.resolve_data_fields`). Cross-field and
+        registry validation is done by :func:`embodied_core.config.validate.validate_run_config`.
 
     Raises:
         ConfigError: every problem found, each with its path.
@@ -152,4 +154,4 @@ def load_config(
     explicit = {k: dict(v) for k, v in (("training", training), ("model", model), ("data", data)) if v}
     merged, spec = merged_layers(config_file=config_file, model_name=model_name, overrides=overrides,
                                  explicit=explicit, environ=environ)
-    return structure_sections(merged, spec, source="configuration")
+    return resolve_data_fields(structure_sections(merged, spec, source="configuration"))
