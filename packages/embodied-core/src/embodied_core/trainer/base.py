@@ -43,6 +43,7 @@ from embodied_core.registry.specs import ModelSpec
 from embodied_core.trainer import components
 from embodied_core.trainer.freeze import freeze_modules, parse_module_paths
 from embodied_core.trainer.metrics import StageTimer, StepRecord, lrs_by_group, reduce_step_metrics
+from embodied_core.trainer.resume_checks import SCHEDULE_KEY, schedule_change_warning, schedule_record
 from embodied_core.trainer.rng import capture_rng_state, restore_rng_state, seed_everything
 from embodied_core.trainer.runtime import RuntimeSettings, make_grad_scaler
 
@@ -249,6 +250,9 @@ class BaseTrainer:
             raise CheckpointError(f"{path}: trainer_state.json 'train_state' does not fit {type(self).__name__} "
                                   f"({exc})") from None
         self._resumed_from = path
+        warning = schedule_change_warning(shared.get(SCHEDULE_KEY), self.args, step=self.state.step, path=str(path))
+        if warning and self.strategy.is_main:
+            logger.warning("%s", warning)
         self.load_rank_state(rank_state, path=path)
         self.hooks.hook.on_load_checkpoint(step=self.state.step, path=str(path))
         logger.info("resumed from %s at step %d", path, self.state.step)
@@ -413,7 +417,7 @@ class BaseTrainer:
 
     def save_checkpoint(self) -> Path:
         """Saves model, training state and counters for the current step."""
-        shared = {"train_state": attrs.asdict(self.state)}
+        shared = {"train_state": attrs.asdict(self.state), SCHEDULE_KEY: schedule_record(self.args)}
         path = self.checkpointer.save(self.state.step, model=self.model, optimizer=self.optimizer,
                                       scheduler=self.scheduler, rank_state=self.rank_state(), shared_state=shared)
         self.last_checkpoint = path
