@@ -27,9 +27,12 @@ def setup_logging() -> None:
 
 
 def _is_rank_zero() -> bool:
+    """False only on a non-zero rank of a complete launch environment (torchrun's), where rank 0 exists and
+    validates the same config; a half-set environment prints everywhere, since it may have no rank 0."""
     import os
 
-    return os.environ.get("RANK", "0").strip() in ("0", "")
+    launched = all(os.environ.get(name) for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+    return not launched or os.environ["RANK"].strip() == "0"
 
 
 def run_guarded(prog: str, run: Callable[[], int]) -> int:
