@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from embodied_core import ModelOutput
+from embodied_core import EmbodiedModel, ModelOutput
 from embodied_plugin_template.config import TinyFlowDataConfig, TinyFlowPolicyConfig
 
 
@@ -42,8 +42,14 @@ class ImageEncoder(nn.Module):
         return self.net(images)
 
 
-class TinyFlowPolicy(nn.Module):
-    """Observation encoder + MLP velocity field over a flattened action chunk."""
+class TinyFlowPolicy(EmbodiedModel):
+    """Observation encoder + MLP velocity field over a flattened action chunk.
+
+    Implements the model-plugin protocol (``embodied_core.protocols.ModelPlugin``): ``forward`` and
+    ``sample_actions`` here, ``fsdp_units`` overridden; ``no_weight_decay``, ``load_pretrained_checkpoint`` and
+    ``default_lora_targets`` keep :class:`~embodied_core.EmbodiedModel`'s defaults (nothing exempt beyond
+    biases and norms, core's strict loader, no LoRA targets: the network is too small to need adapters).
+    """
 
     def __init__(self, config: TinyFlowPolicyConfig, data: TinyFlowDataConfig) -> None:
         super().__init__()
@@ -108,13 +114,9 @@ class TinyFlowPolicy(nn.Module):
             x = x - dt * self.velocity(obs, x, t)
         return x
 
-    def fsdp_units(self) -> list[type[nn.Module]]:
+    def fsdp_units(self) -> tuple[type[nn.Module], ...]:
         """Natural FSDP units: the image encoder."""
-        return [ImageEncoder]
-
-    def no_weight_decay(self) -> list[str]:
-        """Parameter names exempt from weight decay (norms and biases are handled by the trainer)."""
-        return []
+        return (ImageEncoder,)
 
 
 def build_model(config: TinyFlowPolicyConfig, data: TinyFlowDataConfig) -> TinyFlowPolicy:

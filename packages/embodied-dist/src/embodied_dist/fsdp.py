@@ -81,10 +81,9 @@ class FSDPStrategy(ProcessGroupStrategy):
         for _, unit in units:
             fully_shard(unit, mesh=self.mesh, reshard_after_forward=args.fsdp_reshard_default, mp_policy=policy)
         fully_shard(model, mesh=self.mesh, reshard_after_forward=args.fsdp_reshard_root, mp_policy=policy)
-        if callable(getattr(model, "sample_actions", None)):
-            # Inference goes through sample_actions, not forward: without this the root's parameters would not
-            # be all-gathered before it runs.
-            register_fsdp_forward_method(model, "sample_actions")
+        # Inference goes through ModelPlugin.sample_actions, not forward: without this the root's parameters
+        # would not be all-gathered before it runs.
+        register_fsdp_forward_method(model, "sample_actions")
         if self.is_main:
             logger.info("FSDP units (%d): %s", len(units), ", ".join(n for n, _ in units) or "root only")
         return model

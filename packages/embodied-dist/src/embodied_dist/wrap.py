@@ -74,10 +74,9 @@ def select_units(model: nn.Module, *, wrap_modules: str | None, no_wrap_modules:
         _check_names(explicit, present, "--fsdp-wrap-modules")
         wanted = set(explicit) - blocked
         units = [(n, m) for n, m in model.named_modules() if n and type(m).__name__ in wanted]
-    elif callable(getattr(model, "fsdp_units", None)) and model.fsdp_units():
-        classes = tuple(model.fsdp_units())
+    elif declared := tuple(model.fsdp_units()):  # ModelPlugin.fsdp_units: () when the model declares none
         units = [(n, m) for n, m in model.named_modules()
-                 if n and isinstance(m, classes) and type(m).__name__ not in blocked]
+                 if n and isinstance(m, declared) and type(m).__name__ not in blocked]
     else:
         units = _auto_units(model, blocked=blocked, min_num_params=min_num_params,
                             leftover_min_num_params=leftover_min_num_params)

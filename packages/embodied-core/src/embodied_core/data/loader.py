@@ -100,8 +100,10 @@ class ResumableLoader:
             seeds each worker's global RNGs from ``(seed, epoch, worker_id)``.
         streaming: read the dataset as an iterable, episode block by block (``streaming.py``); the state
             records the mode, since its order differs from the map-style one.
-        streaming_block_size, streaming_window_blocks: block length when the dataset exposes no
-            ``episode_ranges``, and how many blocks are shuffled together.
+        episode_ranges: the dataset's ``(start, stop)`` episode ranges (``TrainingDataset.episode_ranges()``),
+            the blocks streaming reads; None: fixed runs of ``streaming_block_size``.
+        streaming_block_size, streaming_window_blocks: block length without ``episode_ranges``, and how many
+            blocks are shuffled together.
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class ResumableLoader:
         seed_workers: bool = False,
         pin_memory: bool = False,
         streaming: bool = False,
+        episode_ranges: Sequence[tuple[int, int]] | None = None,
         streaming_block_size: int = 64,
         streaming_window_blocks: int = 4,
     ) -> None:
@@ -135,7 +138,7 @@ class ResumableLoader:
         self.streaming = streaming
         self.epoch = 0
         self.position = 0
-        self._blocks = episode_blocks(dataset, len(dataset), streaming_block_size) if streaming else []
+        self._blocks = episode_blocks(episode_ranges, len(dataset), streaming_block_size) if streaming else []
         self.streaming_window_blocks = streaming_window_blocks
         if self.batches_per_epoch() == 0:
             raise ValueError(f"the dataset has {len(dataset)} samples: too few for one batch of {batch_size} "

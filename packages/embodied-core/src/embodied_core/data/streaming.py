@@ -1,8 +1,8 @@
 """Streaming (``--streaming``): an iterable view of any map-style dataset, read in a locality-friendly order.
 
-A streaming epoch visits the dataset block by block: blocks are the dataset's episodes when it exposes
-``episode_ranges`` (a sequence of ``(start, stop)`` index ranges), else fixed runs of ``block_size``
-indices. The block order is shuffled by ``(seed, epoch)`` and the items of each window of
+A streaming epoch visits the dataset block by block: blocks are the dataset's episodes (its
+``TrainingDataset.episode_ranges()``, ``(start, stop)`` index ranges, handed to the loader by core), else fixed
+runs of ``block_size`` indices. The block order is shuffled by ``(seed, epoch)`` and the items of each window of
 ``window_blocks`` consecutive blocks are shuffled together (a deterministic shuffle buffer). Each worker
 therefore decodes from a handful of episodes (files) at a time instead of jumping across the dataset,
 while batches still mix several episodes.
@@ -25,11 +25,10 @@ from torch.utils.data import IterableDataset, get_worker_info
 __all__ = ["StreamingShard", "episode_blocks", "streaming_order"]
 
 
-def episode_blocks(dataset: Any, num_samples: int, block_size: int) -> list[tuple[int, int]]:
-    """Contiguous ``(start, stop)`` blocks covering ``range(num_samples)``: episodes when known, else fixed runs."""
-    ranges = getattr(dataset, "episode_ranges", None)
-    if callable(ranges):
-        ranges = ranges()
+def episode_blocks(ranges: Sequence[tuple[int, int]] | None, num_samples: int,
+                   block_size: int) -> list[tuple[int, int]]:
+    """Contiguous ``(start, stop)`` blocks covering ``range(num_samples)``: the episode ``ranges`` when given
+    (they must tile the range exactly), else fixed runs of ``block_size``."""
     if ranges:
         blocks = [(int(a), int(b)) for a, b in ranges if b > a]
         covered = sorted(i for a, b in blocks for i in (a, b))

@@ -26,8 +26,7 @@ __all__ = ["build_param_groups", "format_group_table", "no_decay_names"]
 logger = logging.getLogger("embodied.train")
 
 _NORM_TYPES: tuple[type[nn.Module], ...] = (
-    nn.LayerNorm, nn.GroupNorm, nn.LocalResponseNorm, nn.modules.batchnorm._NormBase,
-    *((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ()),
+    nn.LayerNorm, nn.GroupNorm, nn.LocalResponseNorm, nn.RMSNorm, nn.modules.batchnorm._NormBase,
 )
 DEFAULT_GROUP = "default"
 
@@ -42,16 +41,16 @@ def _is_norm(module: nn.Module) -> bool:
 
 
 def no_decay_names(model: nn.Module) -> set[str]:
-    """Names of parameters exempt from weight decay under ``bias_norm``."""
+    """Names of parameters exempt from weight decay under ``bias_norm``; ``model`` implements the model-plugin
+    protocol (:class:`embodied_core.protocols.ModelPlugin`), whose ``no_weight_decay()`` names are exempt too."""
     exempt: set[str] = set()
     for module_name, module in model.named_modules():
         for param_name, _ in module.named_parameters(recurse=False):
             full = f"{module_name}.{param_name}" if module_name else param_name
             if param_name == "bias" or param_name.endswith("_bias") or _is_norm(module):
                 exempt.add(full)
-    declared = list(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else []
     names = [name for name, _ in model.named_parameters()]
-    for entry in declared:
+    for entry in sorted(model.no_weight_decay()):
         matched = [n for n in names if _contains(entry, n)]
         if not matched:
             logger.warning("%s.no_weight_decay() names %r, which matches no parameter", type(model).__name__, entry)

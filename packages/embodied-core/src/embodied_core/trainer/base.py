@@ -28,9 +28,8 @@ from torch import nn
 
 from embodied_core.checkpoint.checkpointer import Checkpointer
 from embodied_core.checkpoint.layout import checkpoints_root
-from embodied_core.checkpoint.pretrained import load_pretrained
 from embodied_core.checkpoint.validate import ResumeSelection, check_resumable
-from embodied_core.config.provenance import embodied_versions, run_plugin_versions
+from embodied_core.config.provenance import embodied_versions, plugin_versions
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.validate import world_size_from_env
 from embodied_core.errors import CheckpointError
@@ -39,11 +38,12 @@ from embodied_core.model_api import Transforms
 from embodied_core.optim.param_groups import build_param_groups, format_group_table
 from embodied_core.policy.writer import PolicyWriter
 from embodied_core.protocols import DatasetFeature
+from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
 from embodied_core.trainer import components
 from embodied_core.trainer.freeze import freeze_modules, parse_module_paths
 from embodied_core.trainer.metrics import StageTimer, StepRecord, lrs_by_group, reduce_step_metrics
-from embodied_core.trainer.resume_checks import SCHEDULE_KEY, schedule_change_warning, schedule_record
+from embodied_core.trainer.model_check import check_model_plugin
 from embodied_core.trainer.rng import capture_rng_state, restore_rng_state, seed_everything
 from embodied_core.trainer.runtime import RuntimeSettings, make_grad_scaler
 
@@ -111,8 +111,7 @@ class BaseTrainer:
     def setup(self) -> None:
         """Builds every component and restores state when resuming."""
         args = self.args
-        self.strategy = components.build_strategy(args, world_size_from_env(),
-                                                  options=self.config.plugins.get(args.distributed_strategy))
+        self.strategy = components.build_strategy(args, world_size_from_env())
         self.strategy.setup()
         self.device = self.strategy.device
         self.runtime.apply()
@@ -123,8 +122,7 @@ class BaseTrainer:
             self.write_config()
         self.model = self.strategy.wrap_model(self.prepare_model(resuming=resume_path is not None))
         self.optimizer = self.build_optimizer()
-        self.scheduler = components.build_scheduler(self.optimizer, args,
-                                                    options=self.config.plugins.get(args.lr_decay_style))
+        self.scheduler = components.build_scheduler(self.optimizer, args)
         self.scaler = make_grad_scaler(args, self.device)
         data = components.build_data(self.config, self.model_spec, self.strategy)
         self.loader = data.loader
@@ -138,8 +136,7 @@ class BaseTrainer:
         if resume_path is not None:
             self.restore(resume_path)
         self.loggers = components.build_loggers(args, output_dir=self.output_dir, is_main=self.strategy.is_main,
-                                                resume_step=self.state.step if resume_path else None,
-                                                options=self.config.plugins)
+                                                resume_step=self.state.step if resume_path else None)
         for sink in self.loggers:
             sink.log_config(self.config.to_dict())
         dtype = _DTYPES[args.dtype]
@@ -159,8 +156,12 @@ class BaseTrainer:
         return self.model_spec.load_factory()(self.config.model, self.config.data)
 
     def prepare_model(self, *, resuming: bool) -> nn.Module:
-        """The model with ``--pretrained-checkpoint`` loaded (unless resuming) and ``--freeze-modules`` frozen."""
+        """The model with ``--pretrained-checkpoint`` loaded (unless resuming) and ``--freeze-modules`` frozen.
+
+        The built model is checked against the model-plugin protocol first (a PluginError names each member a
+        plugin lacks or mistypes)."""
         model = self.build_model()
+        check_model_plugin(model, model_name=self.model_spec.name)
         if self.args.pretrained_checkpoint:
             if resuming:
                 logger.info("--pretrained-checkpoint %s not loaded: resuming restores all weights",
@@ -175,27 +176,20 @@ class BaseTrainer:
     def load_pretrained(self, model: nn.Module, path: str) -> None:
         """Loads pretrained weights strictly.
 
-        A model with ``load_pretrained_checkpoint(path)`` (official/lerobot layouts through a declared key map
-        with its own strict report) loads itself; other models load embodied checkpoints or plain files.
+        The model loads itself (``ModelPlugin.load_pretrained_checkpoint``: official/lerobot layouts through its
+        declared key map; :class:`~embodied_core.model_base.EmbodiedModel`'s default is core's identity-map
+        loader for embodied checkpoints and plain files).
         """
-        own_loader = getattr(model, "load_pretrained_checkpoint", None)
-        if callable(own_loader):
-            own_report = own_loader(path)
-            if self.strategy.is_main:
-                logger.info("--pretrained-checkpoint %s loaded by %s: %s", path, type(model).__name__, own_report)
-            return
-        report = load_pretrained(model, path)
+        report = model.load_pretrained_checkpoint(path)
         if self.strategy.is_main:
-            logger.info("loaded %d tensors from --pretrained-checkpoint %s (strict: no missing, unexpected or "
-                        "mismatched keys)", len(report.loaded), path)
+            logger.info("--pretrained-checkpoint %s into %s (strict): %s", path, type(model).__name__, report)
 
     def build_optimizer(self) -> torch.optim.Optimizer:
         """The ``--optimizer`` over the parameter groups of ``--lr-group`` / ``--weight-decay-grouping``."""
         param_groups = build_param_groups(self.strategy.unwrap_model(self.model), self.args)
         if self.strategy.is_main:
             logger.info("optimizer %s parameter groups:\n%s", self.args.optimizer, format_group_table(param_groups))
-        return components.build_optimizer_from_groups(param_groups, self.args, self.strategy,
-                                                      options=self.config.plugins.get(self.args.optimizer))
+        return components.build_optimizer_from_groups(param_groups, self.args, self.strategy)
 
     def resume_path(self) -> Path | None:
         """The checkpoint to resume from, or None; runs before the model is built.
@@ -228,9 +222,12 @@ class BaseTrainer:
 
     def write_config(self) -> None:
         """Writes ``config.yaml`` (the resolved config + versions); usable as ``--config-file``."""
-        plugins = run_plugin_versions(self.config, world_size=self.strategy.world_size,
-                                      hooks=[name for name, _ in self.hooks.list_name_plugin()])
-        doc = {"embodied": {"versions": embodied_versions(), "plugins": plugins}, **self.config.to_dict()}
+        args = self.args
+        selected = {groups.MODELS: self.config.model_name, groups.TRAINERS: args.trainer_type,
+                    groups.DATASET_FORMATS: args.dataset_format, groups.OPTIMIZERS: args.optimizer,
+                    groups.LR_SCHEDULERS: args.lr_decay_style, groups.SAMPLERS: args.distributed_sampler_mode}
+        doc = {"embodied": {"versions": embodied_versions(), "plugins": plugin_versions(selected)},
+               **self.config.to_dict()}
         (self.output_dir / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
 
     def restore(self, path: Path) -> None:
@@ -250,9 +247,6 @@ class BaseTrainer:
             raise CheckpointError(f"{path}: trainer_state.json 'train_state' does not fit {type(self).__name__} "
                                   f"({exc})") from None
         self._resumed_from = path
-        warning = schedule_change_warning(shared.get(SCHEDULE_KEY), self.args, step=self.state.step, path=str(path))
-        if warning and self.strategy.is_main:
-            logger.warning("%s", warning)
         self.load_rank_state(rank_state, path=path)
         self.hooks.hook.on_load_checkpoint(step=self.state.step, path=str(path))
         logger.info("resumed from %s at step %d", path, self.state.step)
@@ -417,7 +411,7 @@ class BaseTrainer:
 
     def save_checkpoint(self) -> Path:
         """Saves model, training state and counters for the current step."""
-        shared = {"train_state": attrs.asdict(self.state), SCHEDULE_KEY: schedule_record(self.args)}
+        shared = {"train_state": attrs.asdict(self.state)}
         path = self.checkpointer.save(self.state.step, model=self.model, optimizer=self.optimizer,
                                       scheduler=self.scheduler, rank_state=self.rank_state(), shared_state=shared)
         self.last_checkpoint = path

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from embodied_core.model_api import ModelOutput
+from embodied_core.model_base import EmbodiedModel
 from embodied_models.lingbot_va.blocks import LingBotBlock
 from embodied_models.lingbot_va.config import LingBotVADataConfig, LingBotVAModelConfig
 from embodied_models.lingbot_va.loss import action_loss, video_loss
@@ -25,6 +26,9 @@ from embodied_models.lingbot_va.streams import FlowMatchSchedule, StreamDraw, dr
 from embodied_models.lingbot_va.transformer import LingBotVATransformer
 
 __all__ = ["LingBotVAModel", "TrainingDraws", "build_model", "transformer_from_config"]
+
+_LORA_PROJECTIONS = ("attn1.to_q", "attn1.to_k", "attn1.to_v", "attn1.to_out.0",
+                     "attn2.to_q", "attn2.to_k", "attn2.to_v", "attn2.to_out.0", "ffn.net.0.proj", "ffn.net.2")
 
 
 def transformer_from_config(cfg: LingBotVAModelConfig) -> LingBotVATransformer:
@@ -41,7 +45,7 @@ class TrainingDraws(dict):
     """Everything one training step drew (streams, mask parameters, text dropout); for tests and debugging."""
 
 
-class LingBotVAModel(nn.Module):
+class LingBotVAModel(EmbodiedModel):
     """LingBot-VA: dual-stream flow matching of video latents and actions on one Wan2.2 transformer.
 
     Args:
@@ -139,10 +143,16 @@ class LingBotVAModel(nn.Module):
         """One FSDP unit per transformer block (the root wraps embedders and heads)."""
         return (LingBotBlock,)
 
-    def no_weight_decay(self) -> set[str]:
+    def no_weight_decay(self) -> frozenset[str]:
         """Biases, norm weights and the adaLN tables: parameters weight decay would only shrink."""
-        return {name for name, p in self.named_parameters()
-                if p.ndim < 2 or "norm" in name or "scale_shift_table" in name}
+        return frozenset(name for name, p in self.named_parameters()
+                         if p.ndim < 2 or "norm" in name or "scale_shift_table" in name)
+
+    def default_lora_targets(self) -> tuple[str, ...]:
+        """The self-attention, text cross-attention and FFN projections of every transformer block (the video and
+        action tokens share these blocks); embedders, time conditioning and output heads stay as they are
+        (see README.md)."""
+        return tuple(f"transformer.blocks.*.{proj}" for proj in _LORA_PROJECTIONS)
 
 
 def build_model(model_config: LingBotVAModelConfig, data_config: LingBotVADataConfig) -> LingBotVAModel:

@@ -25,6 +25,7 @@ from transformers.models.siglip.configuration_siglip import SiglipVisionConfig
 from transformers.models.siglip.modeling_siglip import SiglipEncoderLayer, SiglipVisionModel
 
 from embodied_core.model_api import ModelOutput
+from embodied_core.model_base import EmbodiedModel
 from embodied_models.pi05.attention import attention_bias, block_mask, position_ids
 from embodied_models.pi05.batch import Pi05PreparedBatch
 from embodied_models.pi05.checkpoint import LoadReport, load_pi05_checkpoint
@@ -33,6 +34,9 @@ from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
 from embodied_models.pi05.gemma_layers import AdaRMSNorm, KVCache, Pi05Layer, gemma_config
 
 __all__ = ["Pi05Model", "build_model", "time_sincos"]
+
+_LORA_PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
 
 def time_sincos(time_B: torch.Tensor, width: int, *, min_period: float, max_period: float) -> torch.Tensor:
@@ -45,7 +49,7 @@ def time_sincos(time_B: torch.Tensor, width: int, *, min_period: float, max_peri
     return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).to(time_B.dtype)
 
 
-class Pi05Model(nn.Module):
+class Pi05Model(EmbodiedModel):
     """The pi0.5 network. ``forward(batch)`` returns the flow-matching loss; ``sample_actions`` infers.
 
     Args:
@@ -107,15 +111,16 @@ class Pi05Model(nn.Module):
         """Module classes that are natural FSDP units: joint layers and SigLIP encoder layers."""
         return (Pi05Layer, SiglipEncoderLayer)
 
-    def no_weight_decay(self) -> list[str]:
+    def no_weight_decay(self) -> frozenset[str]:
         """Trainable parameter names exempt from weight decay: biases, norm scales, position/token embeddings."""
-        names = []
-        for name, param in self.named_parameters():
-            if not param.requires_grad:
-                continue
-            if param.ndim < 2 or "norm" in name or "embedding" in name or name == "embed_tokens.weight":
-                names.append(name)
-        return names
+        return frozenset(name for name, param in self.named_parameters() if param.requires_grad and (
+            param.ndim < 2 or "norm" in name or "embedding" in name or name == "embed_tokens.weight"))
+
+    def default_lora_targets(self) -> tuple[str, ...]:
+        """The attention and MLP projections of every joint layer, in both towers (PaliGemma's Gemma ``vlm``
+        and the action ``expert``), as openpi's LoRA variants adapt them; the SigLIP tower and the small
+        action/time projections stay as they are (see README.md)."""
+        return tuple(f"layers.*.{proj}" for proj in _LORA_PROJECTIONS)
 
     def load_pretrained_checkpoint(self, path: str | Path, **allow: Any) -> LoadReport:
         """Loads a lerobot / openpi-PyTorch / own-layout checkpoint through the declared key map (strict).
