@@ -19,7 +19,7 @@ from tests.support import REPO_ROOT, clean_env, run_embodied
 
 _RENAMES = (("embodied-plugin-template", "acme-flow-policy"), ("embodied_plugin_template", "acme_flow_policy"),
             ("tiny_flow_policy", "acme_policy"), ('name="Lion"', 'name="AcmeLion"'), ('Lion = "', 'AcmeLion = "'),
-            ("run_events", "acme_events"))
+            ("run_events", "acme_events"), ("warmup_stable_decay", "acme_wsd"), ("csv_metrics", "acme_csv"))
 
 
 def _renamed_copy(destination: Path) -> Path:
@@ -62,20 +62,25 @@ def test_template_installs_trains_and_uninstalls(tmp_path: Path) -> None:
     _pip(python, "install", "--no-deps", "--no-build-isolation", str(package))
     listing = run_embodied("plugins", python=str(python)).stdout
     assert "acme_policy" in listing and "acme-flow-policy" in listing
-    rows = [line.split() for line in listing.splitlines()]
-    assert ["embodied.optimizers", "AcmeLion", "acme-flow-policy", "0.1.0"] in rows
-    assert ["embodied.hooks", "acme_events", "acme-flow-policy", "0.1.0"] in rows
+    rows = [line.split()[:4] for line in listing.splitlines()]
+    for group, name in (("optimizers", "AcmeLion"), ("hooks", "acme_events"), ("lr_schedulers", "acme_wsd"),
+                        ("loggers", "acme_csv")):
+        assert [f"embodied.{group}", name, "acme-flow-policy", "0.1.0"] in rows
     assert "acme_policy" in run_embodied("train", "--help", python=str(python)).stdout
-    model_help = run_embodied("train", "--model-name", "acme_policy", "--help", python=str(python)).stdout
-    assert "--model.hidden-dim" in model_help
+    model_help = run_embodied("train", "--model-name", "acme_policy", "--lr-decay-style", "acme_wsd", "--help",
+                              python=str(python)).stdout
+    assert "--model.hidden-dim" in model_help and "--plugins.acme-wsd.decay-fraction" in model_help
 
     out = tmp_path / "run"
     result = run_embodied("train", "--model-name", "acme_policy", "--dataset-format", "dummy_datasets",
                           "--train-iters", "4", "--optimizer", "AcmeLion", "--lr-base", "3e-4", "--dtype", "float32",
                           "--num-workers", "0", "--num-samples", "16", "--save-interval", "0",
-                          "--output-dir", str(out), "--block-plugins", "acme_events", "run_events", python=str(python))
+                          "--output-dir", str(out), "--block-plugins", "acme_events", "run_events",
+                          "--lr-decay-style", "acme_wsd", "--lr-warmup-iters", "1", "plugins.acme_csv.filename=m.csv",
+                          python=str(python))
     assert result.returncode == 0, result.stderr
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 4
+    assert "4,loss," in (out / "m.csv").read_text()  # the package's logger, switched on by its own option
     assert "acme_policy" in (out / "config.yaml").read_text() and "AcmeLion" in (out / "config.yaml").read_text()
     assert not (out / "hook_events.jsonl").exists()  # the blocked hook plugins did not run
     with_hook = run_embodied("train", "--model-name", "acme_policy", "--dataset-format", "dummy_datasets",

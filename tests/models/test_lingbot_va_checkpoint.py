@@ -125,3 +125,13 @@ def test_build_model_loads_pretrained_layouts(tmp_path):
     config = load_config(training={"model_name": "lingbot_va_tiny"}, model={"pretrained_path": str(tmp_path / "wan")})
     with pytest.raises(CheckpointError, match="pretrained_layout=wan22"):
         build_model(config.model, config.data)
+
+
+def test_unreadable_weights_are_a_checkpoint_error_naming_the_file(tmp_path):
+    net = _tiny()
+    folder = save_transformer_folder(net.state_dict(), net.config, tmp_path)
+    weights = folder / "diffusion_pytorch_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])  # truncated
+    with pytest.raises(CheckpointError, match="truncated or corrupt") as err:
+        load_transformer_folder(_tiny(), tmp_path)
+    assert str(weights) in str(err.value)

@@ -163,3 +163,28 @@ def test_interface_lists():
     assert {"embed_tokens.weight", "action_in_proj.bias", "layers.0.vlm.input_layernorm.weight",
             "vision_tower.embeddings.position_embedding.weight"} <= no_decay
     assert "layers.0.vlm.self_attn.q_proj.weight" not in no_decay
+
+
+class _Payload:
+    """Unpickling this creates ``marker`` (proof that code from the file ran)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_unreadable_or_malicious_files_are_checkpoint_errors_naming_them(tmp_path):
+    garbage = tmp_path / "garbage" / "model.safetensors"
+    garbage.parent.mkdir()
+    garbage.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(CheckpointError, match=re.escape(str(garbage))):
+        load_pi05_checkpoint(_tiny(), garbage.parent)
+    marker = tmp_path / "PAYLOAD_RAN"
+    evil = tmp_path / "hub" / "pytorch_model.bin"
+    evil.parent.mkdir()
+    torch.save({"action_in_proj.weight": torch.zeros(1), "x": _Payload(marker)}, evil)
+    with pytest.raises(CheckpointError, match=r"weights_only=True") as info:
+        load_pi05_checkpoint(_tiny(), evil.parent)
+    assert str(evil) in str(info.value) and not marker.exists()

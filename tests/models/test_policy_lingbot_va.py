@@ -140,3 +140,23 @@ def test_unknown_task_needs_a_text_encoder(run, tmp_path):
         policy.predict_action(unseen)
     assert policy.predict_action({**unseen, "task": "  pick the  red cube "}).shape == (8, 4)  # cleaned prompt
     assert load_policy(run["checkpoint"]).predict_action(unseen).shape == (8, 4)  # encoded by the folder's UMT5
+
+
+
+def test_a_run_without_latent_cache_says_why_it_cannot_serve(run, tmp_path):
+    """Without a LeRobot dataset + latent cache there is no VAE or prompt to record: saving says so, loading
+    refuses with the reason instead of failing later."""
+    from embodied_core.errors import CheckpointError
+    from embodied_models.lingbot_va.policy import LingBotVAPolicy
+
+    config = load_config(training={"model_name": "lingbot_va_tiny", "dataset_format": "dummy_datasets",
+                                   "lerobotdataset_version": "v3.0", "dataset_strategy": "default"})
+    record = LingBotVAPolicy.write_assets(config, tmp_path)
+    assert "dummy_datasets" in record["unavailable"] and not any(tmp_path.iterdir())
+    folder = tmp_path / "folder"
+    shutil.copytree(run["checkpoint"], folder)
+    doc = json.loads((folder / "policy.json").read_text())
+    doc["assets"] = record
+    (folder / "policy.json").write_text(json.dumps(doc))
+    with pytest.raises(CheckpointError, match=r"not servable as a LingBot-VA policy.*dummy_datasets"):
+        load_policy(folder)

@@ -117,3 +117,11 @@ def test_a_large_tokenizer_is_referenced_and_must_exist(tmp_path, monkeypatch):
     shutil.rmtree(tokenizer)
     with pytest.raises(CheckpointError, match=r"big_tokenizer.*does not exist on this machine"):
         load_policy(checkpoint)
+
+
+def test_a_hub_tokenizer_id_is_recorded_as_a_reference():
+    from embodied_core.config.resolve import load_config
+    from embodied_core.policy.writer import tokenizer_source
+
+    config = load_config("pi05_tiny", data={"tokenizer_path": "google/paligemma-3b-pt-224"})
+    assert tokenizer_source(config) == "google/paligemma-3b-pt-224"

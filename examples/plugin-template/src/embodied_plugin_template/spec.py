@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from embodied_core.registry import ModelSpec, PluginSpec
 from embodied_plugin_template.config import TinyFlowDataConfig, TinyFlowPolicyConfig
+from embodied_plugin_template.csv_logger import CsvMetricsOptions
+from embodied_plugin_template.schedules import WarmupStableDecayOptions
 
 TINY_FLOW_POLICY = ModelSpec(
     name="tiny_flow_policy",
@@ -15,3 +17,15 @@ TINY_FLOW_POLICY = ModelSpec(
 
 LION = PluginSpec(name="Lion", description="Lion optimizer (sign of interpolated momentum)",
                   factory="embodied_plugin_template.optim:build_lion")
+
+WARMUP_STABLE_DECAY = PluginSpec(
+    name="warmup_stable_decay",
+    description="warmup, plateau at the peak LR, decay to --min-lr over the last plugins.<name>.decay_fraction",
+    factory="embodied_plugin_template.schedules:build_warmup_stable_decay",
+    options=WarmupStableDecayOptions,
+    checks=("embodied_plugin_template.checks:check_warmup_stable_decay",),
+)
+
+CSV_METRICS = PluginSpec(name="csv_metrics", description="step,metric,value rows in <output-dir>/<filename> (off "
+                         "until plugins.csv_metrics.filename is set)",
+                         factory="embodied_plugin_template.csv_logger:build_csv_metrics", options=CsvMetricsOptions)

@@ -13,7 +13,10 @@ from pathlib import Path
 
 __all__ = ["add_export_parser", "run_export"]
 
-DESCRIPTION = __doc__.split("\n\n")[1].replace("\n", " ")
+DESCRIPTION = ("Writes the inference-only policy folder of a checkpoint: the weights as model.safetensors (a DCP "
+               "checkpoint is gathered in this process), policy.json, stats.safetensors, tokenizer/ and assets/, and "
+               "a meta.json with the step; no optimizer, scheduler, RNG or data state. "
+               "embodied_core.load_policy(DST) loads it.")
 
 
 def add_export_parser(commands: argparse._SubParsersAction) -> None:

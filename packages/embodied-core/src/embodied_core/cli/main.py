@@ -92,8 +92,9 @@ def _dispatch(argv: Sequence[str] | None) -> int:
 
         return run_guarded(f"embodied {command}", lambda: registry.load_factory(COMMANDS, command)(rest))
     choices = [*_BUILTIN, *registry.names(COMMANDS)]
+    hint = registry.install_hint(COMMANDS, command)
     print(f"embodied: error: unknown command {command!r}{did_you_mean(command, choices)}; "
-          f"valid: {', '.join(choices)}", file=sys.stderr)
+          f"valid: {', '.join(choices)}{'; ' + hint if hint else ''}", file=sys.stderr)
     return 2
 
 

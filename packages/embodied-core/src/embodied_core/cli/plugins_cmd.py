@@ -1,4 +1,8 @@
-"""``embodied plugins [--group G]``: what is installed, read from metadata only (no plugin imported)."""
+"""``embodied plugins [--group G] [--check]``: what is installed.
+
+The listing reads entry-point metadata only (no plugin is imported); ``--check`` then loads every entry the
+way a run would (the spec, and its factory; a hook's module) and marks the ones that fail.
+"""
 
 from __future__ import annotations
 
@@ -6,33 +10,64 @@ import argparse
 from collections.abc import Sequence
 
 from embodied_core import registry
-from embodied_core.registry.groups import ALL_GROUPS
+from embodied_core.errors import EmbodiedError
+from embodied_core.registry import PluginEntry
+from embodied_core.registry.groups import ALL_GROUPS, HOOKS
 
-__all__ = ["main"]
+__all__ = ["check_entry", "main"]
+
+
+def check_entry(entry: PluginEntry) -> str:
+    """``"ok"``, ``"missing: pkg"`` (a package the spec ``requires``) or ``"FAILED: <error>"``."""
+    try:
+        if entry.group == HOOKS:
+            registry.load_object(entry)
+            return "ok"
+        spec = registry.get_spec(entry.group, entry.name)
+        missing = spec.missing_requirements()
+        if missing:
+            return f"missing: {', '.join(missing)}" + (f" ({spec.install_hint})" if spec.install_hint else "")
+        registry.load_factory(entry.group, entry.name)
+    except EmbodiedError as exc:
+        cause = exc.__cause__
+        return f"FAILED: {type(cause).__name__}: {cause}" if cause is not None else f"FAILED: {exc}"
+    return "ok"
+
+
+def _rows(groups_: Sequence[str], *, check: bool) -> list[tuple[str, ...]]:
+    header = ("GROUP", "NAME", "DISTRIBUTION", "VERSION", "MODULE:ATTR") + (("STATUS",) if check else ())
+    rows = [header]
+    for group in groups_:
+        found = registry.discover(group)
+        for name in sorted(found.entries):
+            entry = found.entries[name]
+            status = (check_entry(entry),) if check else ()
+            rows.append((group, name, entry.distribution, entry.version, entry.value, *status))
+        for name, claims in sorted(found.conflicts.items()):
+            for entry in claims:
+                status = ("FAILED: claimed by more than one distribution",) if check else ()
+                rows.append((group, f"{name} (CONFLICT)", entry.distribution, entry.version, entry.value, *status))
+    return rows
 
 
 def main(argv: Sequence[str]) -> int:
-    """Prints one row per plugin: group, name, distribution, version (conflicts are marked)."""
+    """Prints one row per plugin; with ``--check``, exits 1 when any entry fails to load."""
     from embodied_core.cli._errors import run_guarded
 
-    parser = argparse.ArgumentParser(prog="embodied plugins", description=__doc__)
+    parser = argparse.ArgumentParser(prog="embodied plugins", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--group", help="only this group (e.g. models or embodied.models)")
+    parser.add_argument("--check", action="store_true",
+                        help="import every listed plugin (spec and factory) and mark the ones that fail to load")
     args = parser.parse_args(argv)
 
     def run() -> int:
         selected = [registry.normalize_group(args.group)] if args.group else list(ALL_GROUPS)
-        rows = [("GROUP", "NAME", "DISTRIBUTION", "VERSION")]
-        for group in selected:
-            found = registry.discover(group)
-            for name in sorted(found.entries):
-                entry = found.entries[name]
-                rows.append((group, name, entry.distribution, entry.version))
-            for name, claims in sorted(found.conflicts.items()):
-                for entry in claims:
-                    rows.append((group, f"{name} (CONFLICT)", entry.distribution, entry.version))
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        rows = _rows(selected, check=args.check)
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-        return 0
+        failed = [row for row in rows[1:] if args.check and row[-1].startswith("FAILED")]
+        return 1 if failed else 0
 
     return run_guarded("embodied plugins", run)

@@ -38,6 +38,9 @@ class RawStr(str):
 
 
 def _describe(value: Any) -> str:
+    # A value typed by the user is text: show it as typed, never the internal RawStr type.
+    if isinstance(value, RawStr):
+        return repr(str(value))
     return f"{value!r} ({type(value).__name__})"
 
 

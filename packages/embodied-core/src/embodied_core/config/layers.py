@@ -33,9 +33,10 @@ __all__ = [
 ENV_PREFIX = "EMBODIED_"
 RESERVED_ENV_VARS = frozenset({"EMBODIED_PLUGINS"})
 """``EMBODIED_*`` variables that are not flags."""
-SECTIONS = ("training", "model", "data")
+SECTIONS = ("training", "model", "data", "plugins")
+"""Sections of a config document; ``plugins`` holds the options of selected plugins, by plugin name."""
 _YAML_TOP_KEYS = (*SECTIONS, "embodied")
-_DOTLIST_RE = re.compile(r"^(training|model|data)\.([A-Za-z_][\w.-]*)=(.*)$", re.DOTALL)
+_DOTLIST_RE = re.compile(r"^(training|model|data|plugins)\.([A-Za-z_][\w.-]*)=(.*)$", re.DOTALL)
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,7 +68,7 @@ def _check_document(doc: Any, source: str) -> dict[str, Any]:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Reads a config YAML (``training:``/``model:``/``data:``; ``embodied:`` is provenance and ignored)."""
+    """Reads a config YAML (``training:``/``model:``/``data:``/``plugins:``; ``embodied:`` is provenance, ignored)."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"--config-file {path}: no such file")
@@ -116,7 +117,7 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def is_dotlist_item(token: str) -> bool:
-    """True for ``model.x=1`` / ``data.y=2`` / ``training.z=3`` tokens."""
+    """True for ``model.x=1`` / ``data.y=2`` / ``training.z=3`` / ``plugins.name.x=4`` tokens."""
     return _DOTLIST_RE.match(token) is not None
 
 

@@ -10,11 +10,16 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import attrs
+
 from embodied_core import registry
 from embodied_core.config.converter import structure
+from embodied_core.config.infer import resolve_data_fields
 from embodied_core.config.layers import deep_merge, dotlist_layer, env_layer, read_package_yaml, read_yaml
+from embodied_core.config.options import SECTION, option_classes, structure_options
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.training_args import TrainingArgs
+from embodied_core.config.validate import world_size_from_env
 from embodied_core.errors import ConfigError, UsageError
 from embodied_core.registry.groups import MODELS
 from embodied_core.registry.specs import ModelSpec
@@ -86,8 +91,19 @@ def _pick(*layers: Mapping[str, Any], key: str) -> Any:
     return None
 
 
+def _training_without(raw: Mapping[str, Any] | None, problems: list[str]) -> TrainingArgs | None:
+    """The training section without the keys that failed (to find the selected plugins despite them), or None."""
+    failed = {p.split(":", 1)[0].split(".")[1] for p in problems if p.startswith("training.")}
+    try:
+        with attrs.validators.disabled():
+            return structure({k: v for k, v in (raw or {}).items() if k not in failed}, TrainingArgs, path="training")
+    except ConfigError:
+        return None
+
+
 def structure_sections(merged: Mapping[str, Any], spec: ModelSpec, *, source: str) -> RunConfig:
-    """Structures the three sections, reporting the problems of all three together."""
+    """Structures the sections (``plugins`` for the selected plugins with options), reporting every problem
+    together: field errors of all sections and the ``validate()`` rules of the sections that structured."""
     problems: list[str] = []
     parts: dict[str, Any] = {}
     for section, cls in (("training", TrainingArgs), ("model", spec.model_config), ("data", spec.data_config)):
@@ -95,7 +111,14 @@ def structure_sections(merged: Mapping[str, Any], spec: ModelSpec, *, source: st
             parts[section] = structure(merged.get(section), cls, path=section)
         except ConfigError as exc:
             problems.extend(exc.problems)
+    training = parts.get("training") or _training_without(merged.get("training"), problems)
+    if training is not None:
+        classes, option_problems = option_classes(training, model_name=spec.name, world_size=world_size_from_env())
+        parts["plugins"], structure_problems = structure_options(merged.get(SECTION), classes)
+        problems += option_problems + structure_problems
     if problems:
+        # the sections that did structure still get their own rules checked, so one run reports everything
+        problems += [p for section in ("model", "data") if section in parts for p in parts[section].validate()]
         raise ConfigError(problems, source=source)
     return RunConfig(**parts)
 
@@ -120,8 +143,9 @@ def load_config(
         environ: environment for ``EMBODIED_*`` variables (defaults to ``os.environ``).
 
     Returns:
-        The structured RunConfig. Cross-field and registry validation is done by
-        :func:`embodied_core.config.validate.validate_run_config`.
+        The structured RunConfig, with the data fields left unset filled from the dataset's metadata where the
+        dataset format can read it (:func:`embodied_core.config.infer.resolve_data_fields`). Cross-field and
+        registry validation is done by :func:`embodied_core.config.validate.validate_run_config`.
 
     Raises:
         ConfigError: every problem found, each with its path.
@@ -130,4 +154,4 @@ def load_config(
     explicit = {k: dict(v) for k, v in (("training", training), ("model", model), ("data", data)) if v}
     merged, spec = merged_layers(config_file=config_file, model_name=model_name, overrides=overrides,
                                  explicit=explicit, environ=environ)
-    return structure_sections(merged, spec, source="configuration")
+    return resolve_data_fields(structure_sections(merged, spec, source="configuration"))

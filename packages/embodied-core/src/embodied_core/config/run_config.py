@@ -14,11 +14,17 @@ __all__ = ["RunConfig"]
 
 @attrs.define(kw_only=True)
 class RunConfig:
-    """Training flags plus the selected model's ``model:`` and ``data:`` sections."""
+    """Training flags, the selected model's ``model:`` and ``data:`` sections, and the ``plugins:`` section.
+
+    Attributes:
+        plugins: the structured options of every selected plugin that declares an ``options`` class, by plugin
+            name (see :mod:`embodied_core.config.options`); empty when none does.
+    """
 
     training: TrainingArgs
     model: BaseModelConfig
     data: BaseDataConfig
+    plugins: dict[str, Any] = attrs.field(factory=dict)
 
     @property
     def model_name(self) -> str:
@@ -27,8 +33,11 @@ class RunConfig:
         return self.training.model_name
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data of the three sections, as written to config.yaml."""
+        """Plain data of the sections, as written to config.yaml (``plugins`` only when a plugin has options)."""
         from embodied_core.config.converter import unstructure
 
-        return {"training": unstructure(self.training), "model": unstructure(self.model),
-                "data": unstructure(self.data)}
+        out = {"training": unstructure(self.training), "model": unstructure(self.model),
+               "data": unstructure(self.data)}
+        if self.plugins:
+            out["plugins"] = {name: unstructure(options) for name, options in self.plugins.items()}
+        return out

@@ -130,6 +130,8 @@ class PolicyFolder:
                 raise CheckpointError(f"{copy}: missing (policy.json says the tokenizer files are there)")
             return str(copy)
         source = record.get("source")
+        if source and not Path(source).is_absolute():
+            return source  # a hub id: the model's tokenizer code resolves it, as in training
         if source and not Path(source).exists():
             raise CheckpointError(f"{self.path / POLICY_FILE}: the tokenizer {source} it references (too large to "
                                   "copy into the folder) does not exist on this machine; copy it there")

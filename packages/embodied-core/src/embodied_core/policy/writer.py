@@ -16,7 +16,6 @@ from typing import Any
 from embodied_core.config.converter import unstructure
 from embodied_core.config.provenance import embodied_versions
 from embodied_core.config.run_config import RunConfig
-from embodied_core.errors import CheckpointError
 from embodied_core.policy.folder import (
     ASSETS_DIR,
     POLICY_FILE,
@@ -76,14 +75,18 @@ def interface_record(config: RunConfig, spec: ModelSpec, features: Mapping[str, 
 
 
 def tokenizer_source(config: RunConfig) -> str | None:
-    """The tokenizer directory training read: the data config's ``tokenizer_path``, else ``--tokenizer-path``
-    (only for data configs that declare a ``tokenizer_path`` field); None for built-in tokenizers."""
+    """The tokenizer training read: the data config's ``tokenizer_path``, else ``--tokenizer-path`` (only for data
+    configs that declare a ``tokenizer_path`` field), as an absolute path when it is on disk, else as given (a hub
+    id); None for built-in tokenizers."""
     import attrs
 
     if "tokenizer_path" not in attrs.fields_dict(type(config.data)):
         return None
     path = config.data.tokenizer_path or config.training.tokenizer_path
-    return str(Path(path).resolve()) if path else None
+    if not path:
+        return None
+    local = Path(path).expanduser()
+    return str(local.resolve()) if local.exists() else str(path)
 
 
 class PolicyWriter:
@@ -117,8 +120,6 @@ class PolicyWriter:
             "versions": embodied_versions(),
         }
         self.tokenizer = tokenizer_source(config)
-        if self.tokenizer is not None and not Path(self.tokenizer).exists():
-            raise CheckpointError(f"tokenizer {self.tokenizer}: not found; the policy folder could not record it")
 
     def __call__(self, directory: Path) -> None:
         """Writes the policy files into ``directory`` (rank 0, before the checkpoint is committed)."""
@@ -126,7 +127,7 @@ class PolicyWriter:
         doc = dict(self.doc)
         write_stats(self.stats, directory / STATS_FILE)
         copied = False
-        if self.tokenizer is not None:
+        if self.tokenizer is not None and Path(self.tokenizer).is_dir():  # a hub id stays a reference
             copied = copy_if_small(Path(self.tokenizer), directory / TOKENIZER_DIR, what="tokenizer")
         doc["tokenizer"] = {"source": self.tokenizer, "files": TOKENIZER_DIR if copied else None}
         assets = directory / ASSETS_DIR

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_core import registry
+from embodied_core.config.infer import resolve_data_fields, unresolved_fields
 from embodied_core.config.resolve import load_config, model_spec
 from embodied_core.config.run_config import RunConfig
 from embodied_core.errors import ConfigError
@@ -42,10 +43,15 @@ class Trainer:
         elif isinstance(config, Mapping):
             config = load_config(training=config.get("training"), model=config.get("model"),
                                  data=config.get("data"))
+        # data fields left unset come from the dataset's metadata (already done by load_config: then a no-op)
+        config = resolve_data_fields(config)
         self.config: RunConfig = config
         self.plugins = list(plugins)
         validate_run_config(config, plugins=[plugin_name(p) for p in self.plugins])
         self._preflight_data()
+        unresolved = unresolved_fields(config)
+        if unresolved:
+            raise ConfigError(unresolved, source=f"--dataset-format {config.training.dataset_format}")
         if config.training.tokenizer_path:
             # FLAGS.md: --tokenizer-path is also exported for tokenizer code that reads the environment.
             os.environ["TOKENIZER_PATH"] = config.training.tokenizer_path
@@ -62,7 +68,9 @@ class Trainer:
         """The trainer instance of ``--trainer-type`` (not set up yet)."""
         spec = model_spec(self.config.model_name)
         hooks = make_plugin_manager(self.plugins, blocked=self.config.training.block_plugins)
-        factory = registry.load_factory(groups.TRAINERS, self.config.training.trainer_type, flag="--trainer-type")
+        trainer_type = self.config.training.trainer_type
+        factory = registry.load_factory(groups.TRAINERS, trainer_type, flag="--trainer-type",
+                                        options=self.config.plugins.get(trainer_type))
         return factory(self.config, model_spec=spec, hooks=hooks)
 
     def train(self) -> TrainResult:

@@ -29,7 +29,7 @@ from torch import nn
 from embodied_core.checkpoint.checkpointer import Checkpointer
 from embodied_core.checkpoint.layout import checkpoints_root
 from embodied_core.checkpoint.validate import ResumeSelection, check_resumable
-from embodied_core.config.provenance import embodied_versions, plugin_versions
+from embodied_core.config.provenance import embodied_versions, run_plugin_versions
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.validate import world_size_from_env
 from embodied_core.errors import CheckpointError
@@ -38,12 +38,12 @@ from embodied_core.model_api import Transforms
 from embodied_core.optim.param_groups import build_param_groups, format_group_table
 from embodied_core.policy.writer import PolicyWriter
 from embodied_core.protocols import DatasetFeature
-from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
 from embodied_core.trainer import components
 from embodied_core.trainer.freeze import freeze_modules, parse_module_paths
 from embodied_core.trainer.metrics import StageTimer, StepRecord, lrs_by_group, reduce_step_metrics
 from embodied_core.trainer.model_check import check_model_plugin
+from embodied_core.trainer.resume_checks import SCHEDULE_KEY, schedule_change_warning, schedule_record
 from embodied_core.trainer.rng import capture_rng_state, restore_rng_state, seed_everything
 from embodied_core.trainer.runtime import RuntimeSettings, make_grad_scaler
 
@@ -111,7 +111,8 @@ class BaseTrainer:
     def setup(self) -> None:
         """Builds every component and restores state when resuming."""
         args = self.args
-        self.strategy = components.build_strategy(args, world_size_from_env())
+        self.strategy = components.build_strategy(args, world_size_from_env(),
+                                                  options=self.config.plugins.get(args.distributed_strategy))
         self.strategy.setup()
         self.device = self.strategy.device
         self.runtime.apply()
@@ -122,7 +123,8 @@ class BaseTrainer:
             self.write_config()
         self.model = self.strategy.wrap_model(self.prepare_model(resuming=resume_path is not None))
         self.optimizer = self.build_optimizer()
-        self.scheduler = components.build_scheduler(self.optimizer, args)
+        self.scheduler = components.build_scheduler(self.optimizer, args,
+                                                    options=self.config.plugins.get(args.lr_decay_style))
         self.scaler = make_grad_scaler(args, self.device)
         data = components.build_data(self.config, self.model_spec, self.strategy)
         self.loader = data.loader
@@ -136,7 +138,8 @@ class BaseTrainer:
         if resume_path is not None:
             self.restore(resume_path)
         self.loggers = components.build_loggers(args, output_dir=self.output_dir, is_main=self.strategy.is_main,
-                                                resume_step=self.state.step if resume_path else None)
+                                                resume_step=self.state.step if resume_path else None,
+                                                options=self.config.plugins)
         for sink in self.loggers:
             sink.log_config(self.config.to_dict())
         dtype = _DTYPES[args.dtype]
@@ -189,7 +192,8 @@ class BaseTrainer:
         param_groups = build_param_groups(self.strategy.unwrap_model(self.model), self.args)
         if self.strategy.is_main:
             logger.info("optimizer %s parameter groups:\n%s", self.args.optimizer, format_group_table(param_groups))
-        return components.build_optimizer_from_groups(param_groups, self.args, self.strategy)
+        return components.build_optimizer_from_groups(param_groups, self.args, self.strategy,
+                                                      options=self.config.plugins.get(self.args.optimizer))
 
     def resume_path(self) -> Path | None:
         """The checkpoint to resume from, or None; runs before the model is built.
@@ -222,12 +226,9 @@ class BaseTrainer:
 
     def write_config(self) -> None:
         """Writes ``config.yaml`` (the resolved config + versions); usable as ``--config-file``."""
-        args = self.args
-        selected = {groups.MODELS: self.config.model_name, groups.TRAINERS: args.trainer_type,
-                    groups.DATASET_FORMATS: args.dataset_format, groups.OPTIMIZERS: args.optimizer,
-                    groups.LR_SCHEDULERS: args.lr_decay_style, groups.SAMPLERS: args.distributed_sampler_mode}
-        doc = {"embodied": {"versions": embodied_versions(), "plugins": plugin_versions(selected)},
-               **self.config.to_dict()}
+        plugins = run_plugin_versions(self.config, world_size=self.strategy.world_size,
+                                      hooks=[name for name, _ in self.hooks.list_name_plugin()])
+        doc = {"embodied": {"versions": embodied_versions(), "plugins": plugins}, **self.config.to_dict()}
         (self.output_dir / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
 
     def restore(self, path: Path) -> None:
@@ -247,6 +248,9 @@ class BaseTrainer:
             raise CheckpointError(f"{path}: trainer_state.json 'train_state' does not fit {type(self).__name__} "
                                   f"({exc})") from None
         self._resumed_from = path
+        warning = schedule_change_warning(shared.get(SCHEDULE_KEY), self.args, step=self.state.step, path=str(path))
+        if warning and self.strategy.is_main:
+            logger.warning("%s", warning)
         self.load_rank_state(rank_state, path=path)
         self.hooks.hook.on_load_checkpoint(step=self.state.step, path=str(path))
         logger.info("resumed from %s at step %d", path, self.state.step)
@@ -411,7 +415,7 @@ class BaseTrainer:
 
     def save_checkpoint(self) -> Path:
         """Saves model, training state and counters for the current step."""
-        shared = {"train_state": attrs.asdict(self.state)}
+        shared = {"train_state": attrs.asdict(self.state), SCHEDULE_KEY: schedule_record(self.args)}
         path = self.checkpointer.save(self.state.step, model=self.model, optimizer=self.optimizer,
                                       scheduler=self.scheduler, rank_state=self.rank_state(), shared_state=shared)
         self.last_checkpoint = path

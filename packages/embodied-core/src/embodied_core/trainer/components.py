@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from torch import nn
 
 from embodied_core import registry
 from embodied_core.config.run_config import RunConfig
+from embodied_core.config.selection import selected_loggers
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.data.dataset import build_training_dataset, resolve_features, resolve_stats
 from embodied_core.data.loader import ResumableLoader
@@ -27,12 +29,15 @@ __all__ = ["TrainingData", "build_data", "build_loggers", "build_optimizer", "bu
            "build_scheduler", "build_strategy", "build_transforms", "parameter_groups"]
 
 
-def build_strategy(args: TrainingArgs, world_size: int) -> DistributedStrategy:
-    """The distributed strategy; a single process runs unwrapped whatever ``--distributed-strategy`` says."""
+def build_strategy(args: TrainingArgs, world_size: int, *, options: Any = None) -> DistributedStrategy:
+    """The distributed strategy; a single process runs unwrapped whatever ``--distributed-strategy`` says.
+
+    ``options``: the strategy's structured options when its spec declares them (``RunConfig.plugins``).
+    """
     if world_size == 1:
         return SingleProcessStrategy(args)
     factory = registry.load_factory(groups.DISTRIBUTED_STRATEGIES, args.distributed_strategy,
-                                    flag="--distributed-strategy")
+                                    flag="--distributed-strategy", options=options)
     return factory(args)
 
 
@@ -42,9 +47,12 @@ def parameter_groups(model: nn.Module, args: TrainingArgs) -> list[dict[str, Any
 
 
 def build_optimizer_from_groups(param_groups: list[dict[str, Any]], args: TrainingArgs,
-                                strategy: DistributedStrategy) -> torch.optim.Optimizer:
-    """The ``--optimizer`` plugin over ``param_groups``, built through the strategy (ZeRO wraps it there)."""
-    factory = registry.load_factory(groups.OPTIMIZERS, args.optimizer, flag="--optimizer")
+                                strategy: DistributedStrategy, *, options: Any = None) -> torch.optim.Optimizer:
+    """The ``--optimizer`` plugin over ``param_groups``, built through the strategy (ZeRO wraps it there).
+
+    ``options``: the optimizer's structured options when its spec declares them (``RunConfig.plugins``).
+    """
+    factory = registry.load_factory(groups.OPTIMIZERS, args.optimizer, flag="--optimizer", options=options)
     return strategy.build_optimizer(param_groups, lambda groups_: factory(list(groups_), args))
 
 
@@ -53,9 +61,14 @@ def build_optimizer(model: nn.Module, args: TrainingArgs, strategy: DistributedS
     return build_optimizer_from_groups(parameter_groups(model, args), args, strategy)
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, args: TrainingArgs) -> torch.optim.lr_scheduler.LambdaLR:
-    """A LambdaLR applying the ``--lr-decay-style`` schedule to every group's own peak LR."""
-    lr_fn = registry.load_factory(groups.LR_SCHEDULERS, args.lr_decay_style, flag="--lr-decay-style")(args)
+def build_scheduler(optimizer: torch.optim.Optimizer, args: TrainingArgs, *,
+                    options: Any = None) -> torch.optim.lr_scheduler.LambdaLR:
+    """A LambdaLR applying the ``--lr-decay-style`` schedule to every group's own peak LR.
+
+    ``options``: the schedule's structured options when its spec declares them (``RunConfig.plugins``).
+    """
+    lr_fn = registry.load_factory(groups.LR_SCHEDULERS, args.lr_decay_style, flag="--lr-decay-style",
+                                  options=options)(args)
 
     def multiplier(base_lr: float) -> Any:
         return lambda step: lr_fn(step, base_lr) / base_lr if base_lr > 0 else 0.0
@@ -98,8 +111,9 @@ def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy
     args = config.training
     dataset = build_training_dataset(args, config.data)
     transforms, stats = build_transforms(config, spec, dataset)
-    share_fn = registry.load_factory(groups.SAMPLERS, args.distributed_sampler_mode,
-                                     flag="--distributed-sampler-mode")(strategy.rank, strategy.world_size)
+    share_fn = registry.load_factory(groups.SAMPLERS, args.distributed_sampler_mode, flag="--distributed-sampler-mode",
+                                     options=config.plugins.get(args.distributed_sampler_mode))(
+                                         strategy.rank, strategy.world_size)
     loader = ResumableLoader(
         dataset,
         batch_size=args.per_device_batch_size,
@@ -118,13 +132,17 @@ def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy
                         features=resolve_features(dataset, format_name=args.dataset_format), transforms=transforms)
 
 
-def build_loggers(args: TrainingArgs, *, output_dir: Path, is_main: bool,
-                  resume_step: int | None) -> list[MetricsLogger]:
-    """Every installed logger plugin that its flags enable."""
+def build_loggers(args: TrainingArgs, *, output_dir: Path, is_main: bool, resume_step: int | None,
+                  options: Mapping[str, Any] | None = None) -> list[MetricsLogger]:
+    """The ``--loggers`` (default: every installed logger) not in ``--block-plugins`` that their flags enable.
+
+    Args:
+        options: ``RunConfig.plugins``: the structured options of loggers that declare them.
+    """
     loggers = []
-    for name in registry.names(groups.LOGGERS):
-        logger = registry.load_factory(groups.LOGGERS, name)(args, output_dir=output_dir, is_main=is_main,
-                                                             resume_step=resume_step)
+    for name in selected_loggers(args):
+        factory = registry.load_factory(groups.LOGGERS, name, flag="--loggers", options=(options or {}).get(name))
+        logger = factory(args, output_dir=output_dir, is_main=is_main, resume_step=resume_step)
         if logger is not None:
             loggers.append(logger)
     return loggers

@@ -29,7 +29,7 @@ import attrs
 import numpy as np
 import torch
 
-from embodied_core.errors import DataError, ObservationError
+from embodied_core.errors import CheckpointError, ObservationError
 from embodied_core.policy.folder import copy_if_small
 from embodied_core.policy.observation import (
     TASK_KEY,
@@ -135,7 +135,12 @@ class LingBotVAPolicy:
         from embodied_models.lingbot_va.cache import TEXT_NAME, cache_dir, read_cache_meta
         from embodied_models.lingbot_va.precompute import COMMAND, clean_prompt
 
-        root = Path(config.training.dataset_path or "")
+        if config.training.dataset_format != "lerobot_datasets" or not config.training.dataset_path:
+            reason = (f"trained on --dataset-format {config.training.dataset_format}, not on a LeRobot dataset with a "
+                      "latent cache: no VAE or prompt embeddings to record")
+            logger.warning("the policy folder cannot serve LingBot-VA: %s", reason)
+            return {"unavailable": reason}
+        root = Path(config.training.dataset_path)
         cache = cache_dir(root, config.data.latent_cache)
         meta = read_cache_meta(cache, command_hint=COMMAND)
         texts = load_file(str(cache / TEXT_NAME))
@@ -164,12 +169,14 @@ class LingBotVAPolicy:
         from embodied_models.lingbot_va.transforms import action_quantiles
 
         record = folder.doc.get("assets") or {}
+        if "unavailable" in record:
+            raise CheckpointError(f"{folder.path}: not servable as a LingBot-VA policy: {record['unavailable']}")
         base = Path(record.get("base_model_path", ""))
         part_dirs = {part: folder.assets / part if part in record.get("copied", ()) else base / part
                      for part in _BASE_PARTS}
         if not (part_dirs["vae"] / "config.json").is_file():
-            raise DataError(f"{folder.path}: LingBot-VA needs the Wan2.2 VAE its latents were made with; neither the "
-                            f"folder's assets/vae nor the recorded {base / 'vae'} holds one")
+            raise CheckpointError(f"{folder.path}: LingBot-VA needs the Wan2.2 VAE its latents were made with; "
+                                  f"neither the folder's assets/vae nor the recorded {base / 'vae'} holds one")
         model_config = attrs.evolve(folder.model_config, pretrained_path=None)  # the folder's weights replace it
         model = folder.build_model(model_config, device=device)
         vae = AutoencoderKLWan.from_pretrained(str(part_dirs["vae"])).to(device).eval()
