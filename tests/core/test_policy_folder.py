@@ -16,6 +16,7 @@ from embodied_core import load_policy
 from embodied_core.data.dataset import build_training_dataset
 from embodied_core.errors import CheckpointError, ObservationError, PluginError
 from embodied_core.policy.folder import read_stats
+from embodied_core.protocols import POLICY_MEMBERS, Policy, missing_members
 from tests.core.policy_support import (
     observation_from_sample,
     predict_in_fresh_process,
@@ -81,6 +82,7 @@ def test_hwc_and_chw_frames_give_the_same_actions(run):
 def test_same_seed_same_actions_and_reset_restarts_the_stream(run):
     observations = _observations(run)
     first, second = load_policy(run["out"], seed=5), load_policy(run["out"], seed=5)
+    assert isinstance(first, Policy) and missing_members(first, POLICY_MEMBERS) == []
     a, b = _predict(first, observations), _predict(second, observations)
     for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x, y)
@@ -116,12 +118,21 @@ def test_non_mapping_observation_is_an_observation_error(run):
         load_policy(run["checkpoint"]).predict_action([1, 2, 3])
 
 
+@pytest.fixture(scope="module")
+def dcp_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("policy_dcp") / "run"
+    train(_config(out, save_format="dcp"))
+    return out / "checkpoints" / "step_2"
+
+
 @pytest.mark.parametrize("save_format", ["pt", "dcp"])
-def test_every_save_format_is_a_policy_folder(run, tmp_path, save_format):
+def test_every_save_format_is_a_policy_folder(run, tmp_path, save_format, request):
     """Same seed and data: the pt / DCP run's policy returns the safetensors run's actions (DCP gathered on load)."""
-    out = tmp_path / save_format
-    train(_config(out, save_format=save_format))
-    folder = out / "checkpoints" / "step_2"
+    if save_format == "dcp":
+        folder = request.getfixturevalue("dcp_run")
+    else:
+        train(_config(tmp_path / "pt", save_format="pt"))
+        folder = tmp_path / "pt" / "checkpoints" / "step_2"
     weights = {"pt": "model.pt", "dcp": "dcp"}[save_format]
     assert {"policy.json", "stats.safetensors", "meta.json", weights} <= {p.name for p in folder.iterdir()}
     observations = _observations(run)
@@ -148,10 +159,8 @@ def test_export_cli_writes_an_inference_only_folder(run, tmp_path):
     assert again.returncode == 2 and "not an empty directory" in again.stderr and "Traceback" not in again.stderr
 
 
-def test_export_of_a_dcp_checkpoint_gathers_the_weights(tmp_path):
-    out = tmp_path / "dcp_run"
-    train(_config(out, save_format="dcp"))
-    proc = run_embodied("checkpoint", "export", str(out / "checkpoints" / "step_2"), str(tmp_path / "exported"))
+def test_export_of_a_dcp_checkpoint_gathers_the_weights(dcp_run, tmp_path):
+    proc = run_embodied("checkpoint", "export", str(dcp_run), str(tmp_path / "exported"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "exported" / "model.safetensors").is_file()
     assert not (tmp_path / "exported" / "dcp").exists()
