@@ -271,6 +271,22 @@ def test_declared_check_of_a_third_party_schedule() -> None:
         validate_run_config(config, world_size=1)
 
 
+def test_options_on_a_kind_built_without_them_are_rejected(plugins_dir: Path) -> None:
+    from embodied_plugin_template.schedules import WarmupStableDecayOptions
+
+    from embodied_core.registry import DatasetFormatSpec
+
+    spec = DatasetFormatSpec(name="ux_format", factory="uxplug_optim:build", needs_path=False,
+                             options=WarmupStableDecayOptions)
+    registry.register(groups.DATASET_FORMATS, "ux_format", spec)
+    try:
+        with pytest.raises(ConfigError, match=r"--dataset-format ux_format: declares options, but "
+                                              r"embodied.dataset_formats plugins are built without them"):
+            load_config(training={**_TINY, "dataset_format": "ux_format"})
+    finally:
+        registry.unregister(groups.DATASET_FORMATS, "ux_format")
+
+
 def test_plugin_options_are_shown_in_help() -> None:
     result = run_embodied("train", "--lr-decay-style", "warmup_stable_decay", "--help", timeout=60)
     assert result.returncode == 0
