@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from embodied_eval.client import RemotePolicy
-    from embodied_eval.evaluate import EvalReport, evaluate
+    from embodied_eval.closed_loop import EvalReport, evaluate
     from embodied_eval.offline import offline_eval
     from embodied_eval.rollout import RolloutSettings
     from embodied_eval.server import PolicyServer
@@ -20,8 +20,8 @@ __version__ = "0.1.0"
 __all__ = ["EvalReport", "PolicyServer", "RemotePolicy", "RolloutSettings", "evaluate", "offline_eval"]
 
 _LAZY = {
-    "EvalReport": "embodied_eval.evaluate",
-    "evaluate": "embodied_eval.evaluate",
+    "EvalReport": "embodied_eval.closed_loop",
+    "evaluate": "embodied_eval.closed_loop",
     "offline_eval": "embodied_eval.offline",
     "PolicyServer": "embodied_eval.server",
     "RemotePolicy": "embodied_eval.client",

@@ -38,6 +38,7 @@ import numpy as np
 from websockets.asyncio.server import Request, Response, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
+from websockets.protocol import State
 
 from embodied_core.errors import UsageError
 from embodied_eval.keymap import KeyMap
@@ -81,7 +82,7 @@ class PolicyServer:
         self._api_key = api_key
         self._max_message_bytes = max_message_bytes
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodied-inference")
-        self._open_connections = 0
+        self._connections: set[ServerConnection] = set()
         self.metadata: dict[str, Any] = {**policy.metadata.to_dict(), "obs_key_map": dict(self.key_map.pairs)}
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -135,10 +136,13 @@ class PolicyServer:
     # ------------------------------------------------------------------------------------------ requests
     async def _handle(self, websocket: ServerConnection) -> None:
         peer = websocket.remote_address
-        self._open_connections += 1
         loop = asyncio.get_running_loop()
+        # A client that closed has its close handshake done before it can reconnect, so CLOSING/CLOSED
+        # connections (whose handlers may still be finishing) do not count as other clients.
+        alone = not any(c.state is State.OPEN for c in self._connections)
+        self._connections.add(websocket)
         try:
-            if self._open_connections == 1:
+            if alone:
                 await loop.run_in_executor(self._executor, self.policy.reset)
             logger.info("connection from %s opened", peer)
             await websocket.send(pack(self.metadata))
@@ -158,7 +162,7 @@ class PolicyServer:
             except ConnectionClosed:
                 pass
         finally:
-            self._open_connections -= 1
+            self._connections.discard(websocket)
             logger.info("connection from %s closed", peer)
 
     async def _answer(self, message: bytes | str, loop: asyncio.AbstractEventLoop,

@@ -112,7 +112,7 @@ def main(argv: Sequence[str]) -> int:
 
     from pathlib import Path
 
-    from embodied_eval.evaluate import evaluate
+    from embodied_eval.closed_loop import evaluate
     from embodied_eval.rollout import RolloutSettings
 
     output_dir = Path(args.output_dir)

@@ -2,9 +2,9 @@
 
 Install with ``pip install 'embodied-eval[aloha]'``. Rendering needs an OpenGL backend without a display:
 ``MUJOCO_GL=egl`` (the default set here when unset) or ``MUJOCO_GL=osmesa`` after ``apt-get install
-libosmesa6``. Observations: the ``top`` camera (rendered at the policy's image size; 480 x 640 by default) and
-the 14 joint positions; the action is 14 joint targets, as in LeRobot's ``aloha_sim_*`` datasets (camera
-``observation.images.top``). Success: gym-aloha's (the task's full reward of 4).
+libosmesa6``. Observations: the ``top`` camera (gym-aloha renders it at 480 x 640; frames are resized to the
+policy's image size) and the 14 joint positions; the action is 14 joint targets, as in LeRobot's
+``aloha_sim_*`` datasets (camera ``observation.images.top``). Success: gym-aloha's (the task's full reward, 4).
 """
 
 from __future__ import annotations
@@ -31,10 +31,8 @@ def _make(task: str, metadata: PolicyMetadata | None, max_steps: int | None) -> 
     env_id, text = _TASKS[task]
     layout = EnvLayout(camera_keys=("observation.images.top",), image_shape=(480, 640, 3), state_dim=14,
                        action_dim=14, fps=50.0, task=text)
-    height, width, _ = (metadata or layout.as_metadata(model_name="none")).image_shape
     max_steps = max_steps or 400
-    env = gym.make(env_id, obs_type="pixels_agent_pos", render_mode="rgb_array", observation_width=width,
-                   observation_height=height, max_episode_steps=max_steps)
+    env = gym.make(env_id, obs_type="pixels_agent_pos", render_mode="rgb_array", max_episode_steps=max_steps)
     return EvalEnv(env, name=f"aloha_{task}", layout=layout, metadata=metadata, cameras=("top",),
                    max_steps=max_steps, versions=distribution_versions("gym-aloha", "gymnasium", "mujoco",
                                                                        "dm-control"))
