@@ -165,19 +165,20 @@ def test_aloha_folder(tmp_path: Path, images: str) -> None:
     frame = sample["observation.images.cam_high"][1].permute(1, 2, 0).numpy().astype(int)
     tolerance = 0 if images == "raw" else 6  # JPEG at quality 95 on flat colours
     assert np.abs(frame - _frame(10, 1)).max() <= tolerance
-    assert set(ds.meta.features) >= {"observation.state", "observation.velocity", "action",
-                                     "observation.images.cam_high"}
+    assert set(ds.index.features) >= {"observation.state", "observation.velocity", "action",
+                                      "observation.images.cam_high"}
 
 
-def test_meta_stats_exact_for_lowdim(robomimic_file: Path) -> None:
+def test_stats_exact_for_lowdim(robomimic_file: Path) -> None:
     ds = Hdf5Dataset(str(robomimic_file), _config())
-    stats = ds.meta.stats
+    stats = ds.stats
     actions = np.concatenate([[1000 * d + t + 0.25 * j for j in range(4)] for d, n in ((0, 5), (10, 6))
                               for t in range(n)]).reshape(-1, 4)
     assert np.allclose(stats["action"]["mean"], actions.mean(0))
     assert np.allclose(stats["action"]["q01"], np.quantile(actions, 0.01, axis=0))
     assert not np.allclose(stats["action"]["q01"], stats["action"]["min"])
-    assert stats["observation.images.agentview"]["mean"].shape == (3, 1, 1)
+    assert "observation.images.agentview" not in stats  # normalization stats: numeric keys only
+    assert ds.compute_stats()["observation.images.agentview"]["mean"].shape == (3, 1, 1)
 
 
 def test_format_plugin_builds_from_training_args(robomimic_file: Path) -> None:

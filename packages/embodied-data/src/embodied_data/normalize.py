@@ -83,7 +83,7 @@ class Normalizer:
     """Per-key normalization of sample dicts from dataset stats.
 
     Args:
-        stats: ``{key: {stat: array}}`` (e.g. ``dataset.meta.stats``).
+        stats: ``{key: {stat: array}}`` (e.g. a training dataset's ``stats``).
         modes: ``{key: mode}``; keys not listed are left alone.
         eps: added to the denominator; clip: clip quantile/min-max outputs to ``[-1, 1]``.
     """

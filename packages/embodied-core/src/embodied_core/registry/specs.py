@@ -93,9 +93,11 @@ class ModelSpec(PluginSpec):
         data_config: attrs class of the ``data:`` section (a subclass of ``BaseDataConfig``).
         default_yaml: ``"package:relative/file.yaml"`` with the default ``model:``/``data:`` values,
             or None when the attrs defaults are the defaults.
-        transforms: ``"module:attr"`` of ``make_transforms(model_config, data_config, dataset)``, which
-            returns the sample transform and collate function producing the model's PreparedBatch.
-        factory: ``"module:attr"`` of ``build_model(model_config, data_config) -> nn.Module``.
+        transforms: ``"module:attr"`` of ``make_transforms(model_config, data_config, *, stats) -> Transforms``
+            (:class:`embodied_core.protocols.MakeTransforms`): the sample transform, collate function and action
+            postprocessing of the model, from the dataset statistics core resolved (or a policy folder's).
+        factory: ``"module:attr"`` of ``build_model(model_config, data_config)``, returning a model implementing
+            :class:`embodied_core.protocols.ModelPlugin` (checked when built).
         checks: rules spanning the ``model:``/``data:`` sections and the training flags (see PluginSpec);
             rules of one section belong in that config class's ``validate()``.
     """

@@ -20,8 +20,8 @@ import attrs
 
 from embodied_core.errors import DataError
 from embodied_data.cli.inspect_rows import check_data_files
-from embodied_data.cli.inspect_rows import format_ranges as _ranges
 from embodied_data.cli.inspect_video import check_camera
+from embodied_data.lerobot.metadata import format_ranges
 
 __all__ = ["InspectReport", "inspect_dataset", "render_report"]
 
@@ -66,7 +66,7 @@ def _check_counts(meta: Any, report: InspectReport) -> None:
     for split, episodes in meta.splits.items():
         outside = [e for e in episodes if e not in meta.episodes]
         if outside:
-            report.problems.append(f"split {split!r} names episode(s) {_ranges(outside)} that the metadata lacks")
+            report.problems.append(f"split {split!r} names episode(s) {format_ranges(outside)} that the metadata lacks")
 
 
 def _check_stats(meta: Any, report: InspectReport) -> None:
@@ -84,7 +84,7 @@ def _check_stats(meta: Any, report: InspectReport) -> None:
     elif per_episode:
         lacking = [e for e in meta.episodes if e not in per_episode]
         if lacking:
-            report.problems.append(f"{source} has no stats for episode(s) {_ranges(lacking)}")
+            report.problems.append(f"{source} has no stats for episode(s) {format_ranges(lacking)}")
 
 
 def _is_hdf5(path: Path) -> bool:
@@ -131,7 +131,7 @@ def inspect_dataset(path: str | Path, *, deep: bool = False, tolerance_s: float 
     report.facts.update({
         "version": meta.version, "robot_type": meta.robot_type, "fps": meta.fps, "episodes": len(meta.episodes),
         "frames": meta.total_frames, "tasks": len(meta.tasks),
-        "splits": {name: _ranges(eps) for name, eps in meta.splits.items()},
+        "splits": {name: format_ranges(eps) for name, eps in meta.splits.items()},
         "features": {k: {"dtype": f.dtype, "shape": list(f.shape or [])} for k, f in meta.features.items()
                      if k not in _DEFAULT_COLUMNS},
     })
@@ -147,10 +147,10 @@ def inspect_dataset(path: str | Path, *, deep: bool = False, tolerance_s: float 
     _check_stats(meta, report)
     complete = [ep for ep in meta.episodes if meta.data_file(ep).is_file()
                 and all(meta.video_file(ep, cam).is_file() for cam in meta.camera_keys)]
-    report.facts["complete_episodes"] = _ranges(complete)
+    report.facts["complete_episodes"] = format_ranges(complete)
     if len(complete) not in (0, len(meta.episodes)):
-        report.notes.append(f"episodes with every file present: {_ranges(complete)} (train on them with "
-                            f"--split {_ranges(complete).replace(' ', '')})")
+        report.notes.append(f"episodes with every file present: {format_ranges(complete)} (train on them with "
+                            f"--split {format_ranges(complete).replace(' ', '')})")
     return report
 
 

@@ -19,26 +19,11 @@ import numpy as np
 
 from embodied_core.errors import DataError
 from embodied_data.lerobot.features import FeatureInfo
+from embodied_data.lerobot.metadata import format_ranges
 
-__all__ = ["DataFileReport", "check_data_files", "format_ranges"]
+__all__ = ["DataFileReport", "check_data_files"]
 
 _NON_NUMERIC = {"string", "video", "image"}
-
-
-def format_ranges(values: Any) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
-    items = sorted(set(values))
-    if not items:
-        return "none"
-    parts, start, prev = [], items[0], items[0]
-    for value in [*items[1:], None]:
-        if value is not None and value == prev + 1:
-            prev = value
-            continue
-        parts.append(f"{start}-{prev}" if prev > start else str(start))
-        if value is not None:
-            start = prev = value
-    return ", ".join(parts)
 
 
 @attrs.define

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from embodied_core.errors import DataError
-from embodied_data.cli.inspect_rows import format_ranges
+from embodied_data.lerobot.metadata import format_ranges
 
 __all__ = ["DEEP_FRAMES_PER_EPISODE", "check_camera", "frame_times", "probe_video"]
 

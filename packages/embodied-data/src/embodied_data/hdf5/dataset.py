@@ -27,7 +27,7 @@ from embodied_core.protocols import DatasetFeature
 from embodied_data.hdf5.layouts import Hdf5Episode, Hdf5Index, Source, scan_hdf5
 from embodied_data.hdf5.preflight import missing_keys_problem
 
-__all__ = ["Hdf5Dataset", "Hdf5Meta", "build_hdf5_dataset", "decode_jpeg"]
+__all__ = ["Hdf5Dataset", "build_hdf5_dataset", "decode_jpeg"]
 
 
 def decode_jpeg(data: np.ndarray, *, where: str) -> np.ndarray:
@@ -50,27 +50,6 @@ def decode_jpeg(data: np.ndarray, *, where: str) -> np.ndarray:
         return np.asarray(Image.open(io.BytesIO(buffer.tobytes())).convert("RGB"))
     except OSError as exc:
         raise DataError(f"{where}: cannot decode the stored image bytes ({exc})") from None
-
-
-class Hdf5Meta:
-    """Dataset-level facts models ask for: fps, features, episodes, and lazily computed ``stats``."""
-
-    def __init__(self, dataset: Hdf5Dataset) -> None:
-        self._dataset = dataset
-        index = dataset.index
-        self.fps = index.fps
-        self.layout = index.layout
-        self.total_frames = sum(ep.length for ep in index.episodes)
-        self.episode_lengths = [ep.length for ep in index.episodes]
-        self.tasks = sorted({ep.task for ep in index.episodes})
-        self.features = {key: {"dtype": "image" if s.kind in ("image", "jpeg") else "float32", "shape": list(s.shape)}
-                         for key, s in index.features.items()}
-        self.camera_keys = [k for k, s in index.features.items() if s.kind in ("image", "jpeg")]
-
-    @cached_property
-    def stats(self) -> dict[str, dict[str, np.ndarray]]:
-        """Stats per key: low-dim keys exactly over every frame, cameras from 8 frames per episode."""
-        return self._dataset.compute_stats()
 
 
 class Hdf5Dataset(Dataset):
@@ -96,7 +75,6 @@ class Hdf5Dataset(Dataset):
         }
         self._files: OrderedDict[str, Any] = OrderedDict()
         self._pid = os.getpid()
-        self.meta = Hdf5Meta(self)
 
     def _check_keys(self) -> None:
         problem = missing_keys_problem(self.index, self.config)
@@ -121,10 +99,11 @@ class Hdf5Dataset(Dataset):
         """The frame rate (a file's ``fps`` attribute or the layout's default); None when unknown."""
         return self.index.fps or None
 
-    @property
+    @cached_property
     def stats(self) -> dict[str, dict[str, np.ndarray]]:
-        """Stats per key (:attr:`Hdf5Meta.stats`): the normalization statistics core hands to transforms."""
-        return self.meta.stats
+        """Normalization statistics of the numeric keys, exact over every frame of the split (computed on first
+        access; :meth:`compute_stats` adds the cameras)."""
+        return self.compute_stats(cameras=False)
 
     @cached_property
     def features(self) -> dict[str, DatasetFeature]:
@@ -209,8 +188,9 @@ class Hdf5Dataset(Dataset):
         sample["timestamp"] = torch.tensor(frame / self.index.fps, dtype=torch.float32)
         return sample
 
-    def compute_stats(self, *, frames_per_episode: int = 8) -> dict[str, dict[str, np.ndarray]]:
-        """Stats of every key (see :attr:`Hdf5Meta.stats`)."""
+    def compute_stats(self, *, frames_per_episode: int = 8, cameras: bool = True) -> dict[str, dict[str, np.ndarray]]:
+        """Stats of every key: low-dim keys exactly over every frame, cameras (unless ``cameras=False``) from
+        ``frames_per_episode`` frames per episode."""
         from embodied_data.stats import compute_feature_stats, compute_image_stats
         from embodied_data.stats.frames import sample_positions
 
@@ -218,6 +198,8 @@ class Hdf5Dataset(Dataset):
         for episode in self.index.episodes:
             group = self._group(episode)
             for key, source in episode.sources.items():
+                if source.kind in ("image", "jpeg") and not cameras:
+                    continue
                 if source.kind in ("image", "jpeg"):
                     rows = np.asarray(sample_positions(episode.length, frames_per_episode))
                 else:
@@ -227,7 +209,7 @@ class Hdf5Dataset(Dataset):
         for key, parts in values.items():
             if self.index.features[key].kind in ("image", "jpeg"):
                 stats[key] = compute_image_stats(np.concatenate(parts), channels_last=True)
-                stats[key]["count"] = np.array([self.meta.total_frames], dtype=np.int64)
+                stats[key]["count"] = np.array([self._starts[-1]], dtype=np.int64)
             else:
                 stats[key] = compute_feature_stats(np.concatenate(parts).astype(np.float64))
         return stats

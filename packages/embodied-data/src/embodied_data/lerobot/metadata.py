@@ -234,8 +234,8 @@ class LeRobotMeta:
 
 
 def format_ranges(indices: Any) -> str:
-    """``[0,1,2,5,6]`` -> ``"0-2, 5-6"`` (for error messages)."""
-    values = sorted(indices)
+    """Episode (or frame) indices in any order, repeats allowed -> ``"0-2, 5-6"`` (for messages and reports)."""
+    values = sorted(set(indices))
     if not values:
         return "none"
     parts, start, prev = [], values[0], values[0]
