@@ -46,13 +46,15 @@ class KeyMap:
 
     def apply(self, observation: Mapping[str, Any]) -> dict[str, Any]:
         """The observation with client keys renamed (nested maps flattened with ``/`` first)."""
-        flat = flatten(observation)
         out: dict[str, Any] = {}
-        for key, value in flat.items():
+        sent_as: dict[str, str] = {}
+        for key, value in flatten(observation).items():
             target = self.pairs.get(key, key)
             if target in out:
-                raise UsageError(f"observation has both {key!r} (mapped to {target!r}) and {target!r}; send one")
+                first, second = sorted((sent_as[target], key), key=lambda k: k == target)
+                raise UsageError(f"observation has both {first!r} (mapped to {target!r}) and {second!r}; send one")
             out[target] = value
+            sent_as[target] = key
         return out
 
     def describe(self) -> str:

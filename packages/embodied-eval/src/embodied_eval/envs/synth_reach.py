@@ -25,7 +25,10 @@ from embodied_core.protocols import PolicyMetadata
 from embodied_data.synth.task import TASKS, Episode, TaskParams, render_frames, simulate_episode
 from embodied_eval.envs.base import EnvLayout, EvalEnv, distribution_versions
 
-__all__ = ["SUCCESS_RADIUS", "SynthReachEnv", "make_env"]
+__all__ = ["GYM_ID", "SUCCESS_RADIUS", "SynthReachEnv", "make_env"]
+
+GYM_ID = "embodied_eval/SynthReach-v0"
+"""``gymnasium.make(GYM_ID, cameras=("front",), ...)`` once this module is imported."""
 
 SUCCESS_RADIUS = 0.14
 """Workspace units: the radius of the target disk ``render_frames`` draws (7% of the image side, and the
@@ -98,11 +101,15 @@ class SynthReachEnv(gym.Env):
         command = np.asarray(action, dtype=np.float64).reshape(-1)
         if command.shape != (2,) or not np.all(np.isfinite(command)):
             raise ValueError(f"synth_reach: an action is a finite end-point position [x, y], got {action!r}")
-        move = np.clip(command, -1.0, 1.0) - self._arm
+        goal = np.clip(command, -1.0, 1.0)
+        move = goal - self._arm
         norm = float(np.linalg.norm(move))
-        if norm > self.params.max_step:
-            move *= self.params.max_step / norm
-        self._arm = np.clip(self._arm + move, -1.0, 1.0).astype(np.float32)
+        # Within reach the arm lands exactly on the command, as every recorded transition does (state t+1 ==
+        # action t; the expert's longest steps are max_step up to float32 rounding, hence the tolerance);
+        # farther commands move it by max_step toward them.
+        reach = self.params.max_step * (1 + 1e-5)
+        arm = goal if norm <= reach else self._arm + move * (self.params.max_step / norm)
+        self._arm = arm.astype(np.float32)
         self._step += 1
         on_target = self.distance() < SUCCESS_RADIUS
         self._on_target = self._on_target + 1 if on_target else 0
@@ -134,6 +141,10 @@ class SynthReachEnv(gym.Env):
 
     def _info(self, *, success: bool) -> dict[str, Any]:
         return {"is_success": success, "task": self.task, "distance": self.distance()}
+
+
+if GYM_ID not in gym.registry:
+    gym.register(id=GYM_ID, entry_point=SynthReachEnv)
 
 
 def make_env(metadata: PolicyMetadata | None, *, max_steps: int | None = None, num_tasks: int = 1,
