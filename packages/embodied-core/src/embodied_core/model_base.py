@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from torch import nn
 
 if TYPE_CHECKING:
-    from embodied_core.checkpoint.pretrained import LoadReport
+    from embodied_core.checkpoint.keymap import LoadReport
 
 __all__ = ["EmbodiedModel"]
 
@@ -21,7 +21,7 @@ class EmbodiedModel(nn.Module):
     """Base class of model plugins: the protocol's optional members with their defaults."""
 
     def fsdp_units(self) -> tuple[type[nn.Module], ...]:
-        """No natural FSDP units: FSDP shards the root module only."""
+        """No declared FSDP units: FSDP picks repeated layers by size (``--fsdp-min-num-params``)."""
         return ()
 
     def no_weight_decay(self) -> frozenset[str]:
@@ -35,5 +35,5 @@ class EmbodiedModel(nn.Module):
         return load_pretrained(self, path)
 
     def default_lora_targets(self) -> tuple[str, ...]:
-        """No declared LoRA targets: ``--use-lora`` then needs ``--lora-target-modules``."""
+        """No declared LoRA targets."""
         return ()

@@ -66,23 +66,26 @@ class ModelPlugin(Protocol):
         ...
 
     def fsdp_units(self) -> tuple[type[nn.Module], ...]:
-        """Module classes that are natural FSDP / activation-checkpointing / compile units (transformer
-        blocks); ``()`` when the model has none (FSDP then shards the root only)."""
+        """Module classes that are natural FSDP units (transformer blocks): with ``--distributed-strategy fsdp``
+        and no ``--fsdp-wrap-modules``, each instance is sharded on its own; ``()`` when the model declares none
+        (FSDP then picks repeated layers by size)."""
         ...
 
     def no_weight_decay(self) -> frozenset[str]:
-        """Full parameter names exempt from weight decay beyond biases and norm weights (adaLN tables,
-        embeddings); ``frozenset()`` when none."""
+        """Parameter names (or module paths) exempt from weight decay under ``--weight-decay-grouping bias_norm``,
+        beyond biases and norm weights (adaLN tables, embeddings); ``frozenset()`` when none."""
         ...
 
     def load_pretrained_checkpoint(self, path: str | Path) -> LoadReport:
         """Loads ``--pretrained-checkpoint`` strictly (official / lerobot layouts through the model's key map,
-        or an embodied checkpoint) and returns the report; raises ``CheckpointError`` on any problem."""
+        or an embodied checkpoint) and returns the report; raises ``CheckpointError`` on any problem. Called
+        right after the model is built (not when resuming), before ``--freeze-modules`` and wrapping."""
         ...
 
     def default_lora_targets(self) -> tuple[str, ...]:
-        """Module-name patterns LoRA adapts when ``--lora-target-modules`` is not given; ``()`` when the model
-        declares none."""
+        """``fnmatch`` patterns over ``named_modules()`` names of the linear layers a LoRA adapter wraps by
+        default (attention and MLP projections of the towers worth adapting); ``()`` when the model declares
+        none. A declaration for adapter tooling: core itself applies no adapters."""
         ...
 
 
