@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything on a fresh machine (Python 3.11, root, apt and PyPI reachable): Debian's FFmpeg
-# (for torchcodec and PyAV), .venv with torch 2.13.0 (CPU build), the four embodied packages and the
-# plugin template in editable mode, and the dev tools. Safe to run again.
+# (for torchcodec and PyAV), .venv with torch 2.13.0 (CPU build), the embodied packages and the
+# plugin template in editable mode, the dev tools, the simulators embodied eval's tests use (gym-pusht,
+# gym-aloha), and .venv-openpi-client with openpi's client. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,4 +22,23 @@ PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${PIP[@]}" -r requirements-dev.txt
 "${PIP[@]}" -e packages/embodied-core -e packages/embodied-data -e packages/embodied-dist \
     -e packages/embodied-models -e examples/plugin-template
+"${PIP[@]}" -e packages/embodied-eval
+# Simulators for `embodied eval` (the extras embodied-eval[pusht] / [aloha]). gym-pusht goes in without its
+# opencv-python pin, whose cv2 would shadow the opencv-python-headless the dev tools install; it only calls
+# cv2.resize/drawMarker, which the headless build has. gym-aloha renders headless through Mesa's EGL.
+"${PIP[@]}" "pymunk>=6.6,<7" "pygame>=2.5.2,<2.7" "shapely>=2.0.3"
+"${PIP[@]}" --no-deps "gym-pusht>=0.1.5,<0.2"
+"${PIP[@]}" "gym-aloha>=0.1.1,<0.2"
+if ! ldconfig -p | grep -q libEGL_mesa; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq libegl1 libegl-mesa0 libgl1-mesa-dri >/dev/null
+fi
+# The real openpi-client for the serve tests, in its own venv: it pins numpy<2 (and imports
+# typing_extensions without declaring it).
+if [ ! -x .venv-openpi-client/bin/python ]; then
+    "$PYTHON" -m venv .venv-openpi-client
+fi
+.venv-openpi-client/bin/python -m pip install -q --disable-pip-version-check "openpi-client==0.1.2" \
+    "typing_extensions>=4"
 .venv/bin/embodied plugins >/dev/null
