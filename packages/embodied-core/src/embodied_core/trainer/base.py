@@ -177,11 +177,11 @@ class BaseTrainer:
         return model
 
     def load_pretrained(self, model: nn.Module, path: str) -> None:
-        """Loads pretrained weights strictly.
+        """Loads pretrained weights strictly (one report type: :class:`embodied_core.checkpoint.keymap.LoadReport`).
 
         The model loads itself (``ModelPlugin.load_pretrained_checkpoint``: official/lerobot layouts through its
         declared key map; :class:`~embodied_core.model_base.EmbodiedModel`'s default is core's identity-map
-        loader for embodied checkpoints and plain files).
+        loader). Both read through core's guarded readers: a bad file is a CheckpointError naming it.
         """
         report = model.load_pretrained_checkpoint(path)
         if self.strategy.is_main:
