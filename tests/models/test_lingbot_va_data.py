@@ -131,7 +131,9 @@ def test_strategy_errors_name_the_fix(cache, tmp_path):
 @pytest.mark.timeout(300)
 def test_trainer_forward_backward_and_exact_resume(cache, tmp_path):
     out = tmp_path / "run"
-    config = _config(cache, train_iters=4, save_interval=2, log_interval=1, output_dir=str(out))
+    # An LR the updates visibly move the loss with (the default 2000-step warmup keeps steps 1-4 near zero).
+    lr = {"lr_base": 1e-3, "lr_warmup_iters": 0}
+    config = _config(cache, train_iters=4, save_interval=2, log_interval=1, output_dir=str(out), **lr)
     Trainer({**config, "model": {"export_transformer": True}}).train()
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in rows if "loss" in r]
@@ -146,14 +148,14 @@ def test_trainer_forward_backward_and_exact_resume(cache, tmp_path):
 
     shutil.copytree(out / "checkpoints" / "step_2", resumed / "checkpoints" / "step_2")
     Trainer(_config(cache, train_iters=4, save_interval=2, log_interval=1, output_dir=str(resumed),
-                    resume_from=str(resumed / "checkpoints" / "step_2"))).train()
+                    resume_from=str(resumed / "checkpoints" / "step_2"), **lr)).train()
     again = [json.loads(line) for line in (resumed / "metrics.jsonl").read_text().splitlines()]
     assert [r["loss"] for r in again if "loss" in r][-2:] == losses[-2:]
     # model.resume_optimizer=rebuild: same weights, step, LR and draws; fresh AdamW moments change step 4.
     rebuilt = tmp_path / "rebuilt"
     shutil.copytree(out / "checkpoints" / "step_2", rebuilt / "checkpoints" / "step_2")
     config = _config(cache, train_iters=4, save_interval=0, log_interval=1, output_dir=str(rebuilt),
-                     resume_from=str(rebuilt / "checkpoints" / "step_2"))
+                     resume_from=str(rebuilt / "checkpoints" / "step_2"), **lr)
     Trainer({**config, "model": {"resume_optimizer": "rebuild"}}).train()
     rows = {r["step"]: r for r in map(json.loads, (rebuilt / "metrics.jsonl").read_text().splitlines()) if "loss" in r}
     assert rows[3]["loss"] == losses[2] and rows[3]["lr"] == [r["lr"] for r in again if "lr" in r][-2]
