@@ -1,0 +1,100 @@
+"""Loading lerobot SmolVLA checkpoints through a declared key map with a strict report.
+
+Source layouts (after an optional leading ``model.``, which ``SmolVLAPolicy.state_dict()`` and every lerobot
+``pretrained_model/model.safetensors`` carry):
+
+- lerobot ``VLAFlowMatching``: ``vlm_with_expert.vlm.model.{vision_model,connector}.*``,
+  ``vlm_with_expert.vlm.model.text_model.{embed_tokens,layers.N,norm}.*`` (only the kept layers are stored),
+  ``vlm_with_expert.vlm.lm_head.weight``, ``vlm_with_expert.lm_expert.{layers.J,norm}.*`` and the projections
+  ``state_proj``, ``action_in_proj``, ``action_out_proj``, ``action_time_mlp_{in,out}``;
+- this package's own names (a checkpoint written by ``embodied train``).
+
+Expert layer J pairs with VLM layer ``J * stride`` (stride = num_vlm_layers / num_expert_layers), so the map is
+built from the model config. The VLM's ``lm_head`` maps onto ours (``model.keep_lm_head``, the default) or is
+ignored on purpose. Everything else either matches a rule or is unexpected; every model key not filled is missing;
+shapes are checked. Any of the three is a CheckpointError unless allowed by a pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from embodied_core.checkpoint.keymap import Allow, KeyMap, LoadReport, Rename, load_state
+from embodied_core.checkpoint.pretrained import resolve_weights
+
+if TYPE_CHECKING:
+    from embodied_models.smolvla.config import SmolVLAModelConfig
+
+__all__ = ["LoadReport", "key_map", "load_smolvla_checkpoint"]
+
+_VLM = r"vlm_with_expert\.vlm\.model\."
+_EXPERT = r"vlm_with_expert\.lm_expert\."
+_LM_HEAD = "vlm_with_expert.vlm.lm_head.weight"
+_OWN_PREFIXES = ("vision_model.", "connector.", "embed_tokens.", "layers.", "vlm_norm.", "expert_norm.", "lm_head.",
+                 "state_proj.", "action_in_proj.", "action_out_proj.", "action_time_mlp_in.", "action_time_mlp_out.")
+_HINT = ("Check the model.* sizes (num_vlm_layers, num_expert_layers, attention_mode, data.image_size) against the "
+         "checkpoint's config.json, or allow known differences explicitly (allow_missing=/allow_unexpected=/"
+         "allow_mismatched= glob patterns).")
+
+
+def key_map(config: SmolVLAModelConfig) -> KeyMap:
+    """The declared map of the lerobot layout (and our own names) onto SmolVLAModel names for ``config``."""
+    stride = config.expert_layer_stride()
+    expert_layers = config.num_vlm_layers // stride
+    renames = [
+        Rename(_VLM + r"vision_model\.(?P<rest>.+)", "vision_model.{rest}"),
+        Rename(_VLM + r"connector\.(?P<rest>.+)", "connector.{rest}"),
+        Rename(_VLM + r"text_model\.embed_tokens\.weight", "embed_tokens.weight"),
+        Rename(_VLM + r"text_model\.layers\.(?P<i>\d+)\.(?P<rest>.+)", "layers.{i}.vlm.{rest}"),
+        Rename(_VLM + r"text_model\.norm\.weight", "vlm_norm.weight"),
+        Rename(_EXPERT + r"norm\.weight", "expert_norm.weight"),
+    ]
+    if stride == 1:
+        renames.append(Rename(_EXPERT + r"layers\.(?P<i>\d+)\.(?P<rest>.+)", "layers.{i}.expert.{rest}"))
+    else:
+        renames += [Rename(_EXPERT + rf"layers\.{j}\.(?P<rest>.+)", f"layers.{j * stride}.expert.{{rest}}")
+                    for j in range(expert_layers)]
+    ignored: tuple[str, ...] = ()
+    if config.keep_lm_head:
+        renames.append(Rename(_LM_HEAD.replace(".", r"\."), "lm_head.weight"))
+    else:
+        ignored = (_LM_HEAD, "lm_head.weight")
+    return KeyMap(strip_prefixes=("model.",), renames=tuple(renames),
+                  keep=tuple(f"{prefix}*" for prefix in _OWN_PREFIXES), ignored=ignored)
+
+
+def load_smolvla_checkpoint(
+    model: nn.Module,
+    source: str | Path | Mapping[str, torch.Tensor],
+    *,
+    allow_missing: Iterable[str] = (),
+    allow_unexpected: Iterable[str] = (),
+    allow_mismatched: Iterable[str] = (),
+) -> LoadReport:
+    """Copies a lerobot / own-layout SmolVLA checkpoint into ``model`` (cast to each parameter's dtype).
+
+    Args:
+        model: a SmolVLAModel (parameters materialized, not on the meta device).
+        source: anything :func:`~embodied_core.checkpoint.pretrained.resolve_weights` accepts (a file, a lerobot
+            folder with ``pretrained_model/``, a sharded safetensors folder with index, an embodied run or
+            checkpoint, a DCP checkpoint), or an in-memory state dict.
+        allow_missing, allow_unexpected, allow_mismatched: glob patterns (over our names for missing and
+            mismatched, over source names for unexpected) that are reported but not an error.
+
+    Returns:
+        The report. Raises CheckpointError listing every missing, unexpected or shape-mismatched key not covered
+        by an allow pattern, or naming a file that cannot be read.
+    """
+    keymap = key_map(model.config)  # type: ignore[arg-type]
+    allow = Allow(missing=tuple(allow_missing), unexpected=tuple(allow_unexpected),
+                  mismatched=tuple(allow_mismatched))
+    if isinstance(source, Mapping):
+        return load_state(model, source, keymap, source="SmolVLA state dict", allow=allow, hint=_HINT)
+    weights = resolve_weights(source)
+    return load_state(model, weights.items(), keymap, source=f"SmolVLA checkpoint {weights}", allow=allow,
+                      hint=_HINT)

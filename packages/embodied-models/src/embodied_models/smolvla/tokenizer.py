@@ -1,0 +1,97 @@
+"""Task tokenizers of SmolVLA: SmolVLM2's from a local directory, or a built-in byte tokenizer for tiny runs.
+
+lerobot appends ``"\\n"`` to the task when it lacks one, tokenizes it with the VLM's tokenizer (its special
+tokens included), truncates to ``tokenizer_max_length`` and right-pads. The built-in ``tiny`` tokenizer spells the
+text as UTF-8 bytes: ids 0 pad, 1 eos, 2 bos, 3..258 bytes, 259 / 260 stand-ins for SmolVLM's
+<fake_token_around_image> / <global-img> (never produced from text). This module imports no torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from embodied_core.errors import ConfigError
+
+__all__ = ["TINY_VOCAB_SIZE", "HFTaskTokenizer", "TaskTokenizer", "TinyByteTokenizer", "load_tokenizer",
+           "task_text"]
+
+TINY_PAD_ID, TINY_EOS_ID, TINY_BOS_ID = 0, 1, 2
+_BYTE_BASE = 3
+TINY_FAKE_IMAGE_ID = _BYTE_BASE + 256
+TINY_GLOBAL_IMAGE_ID = TINY_FAKE_IMAGE_ID + 1
+TINY_VOCAB_SIZE = TINY_GLOBAL_IMAGE_ID + 1
+
+
+def task_text(task: str) -> str:
+    """The text SmolVLA tokenizes: the task with a trailing newline (added when missing, as lerobot does)."""
+    return task if task.endswith("\n") else f"{task}\n"
+
+
+class TaskTokenizer(Protocol):
+    """What the SmolVLA transforms need: the ids of one text, the padding id and the vocabulary size."""
+
+    vocab_size: int
+    pad_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+
+class TinyByteTokenizer:
+    """Self-contained byte tokenizer (vocab 261); see the module docstring."""
+
+    vocab_size = TINY_VOCAB_SIZE
+    pad_id = TINY_PAD_ID
+
+    def encode(self, text: str) -> list[int]:
+        """BOS, then one id per UTF-8 byte."""
+        return [TINY_BOS_ID, *(_BYTE_BASE + b for b in text.encode("utf-8"))]
+
+
+class HFTaskTokenizer:
+    """A Hugging Face tokenizer loaded from a local directory (SmolVLM2's for SmolVLA).
+
+    Args:
+        path: directory with ``tokenizer.json`` (or the slow files) and its config.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        path = Path(path)
+        if not path.is_dir():
+            raise ConfigError([f"--tokenizer-path {path}: not a directory (SmolVLA needs a local Hugging Face "
+                               "tokenizer directory, e.g. a download of HuggingFaceTB/SmolVLM2-500M-Video-Instruct)"])
+        from transformers import AutoTokenizer
+
+        try:
+            self._tok: Any = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ConfigError([f"--tokenizer-path {path}: cannot load a tokenizer from it: {exc}"]) from None
+        self.path = path
+        self.vocab_size = len(self._tok)
+        pad = self._tok.pad_token_id
+        self.pad_id = int(pad) if pad is not None else 0
+
+    def encode(self, text: str) -> list[int]:
+        """Ids with the tokenizer's own special tokens, no padding or truncation."""
+        return list(self._tok.encode(text, add_special_tokens=True))
+
+
+def load_tokenizer(kind: str, path: str | None, *, vocab_size: int) -> TaskTokenizer:
+    """The task tokenizer of ``model.tokenizer``; checks that its ids fit the embedding table.
+
+    Args:
+        kind: ``"smolvlm"`` (needs ``path``) or ``"tiny"`` (``path`` given: that directory is used instead).
+        path: local tokenizer directory or None.
+        vocab_size: the model's embedding rows.
+    """
+    if path:
+        tokenizer: TaskTokenizer = HFTaskTokenizer(path)
+    elif kind == "tiny":
+        tokenizer = TinyByteTokenizer()
+    else:
+        raise ConfigError(["SmolVLA tokenizes the task with SmolVLM2's tokenizer: pass --tokenizer-path DIR (a local "
+                           "Hugging Face tokenizer directory) or data.tokenizer_path=DIR"])
+    if tokenizer.vocab_size > vocab_size:
+        raise ConfigError([f"tokenizer {path or kind} has {tokenizer.vocab_size} ids but model.vocab_size is "
+                           f"{vocab_size}; raise model.vocab_size or use a matching tokenizer"])
+    return tokenizer

@@ -1,0 +1,220 @@
+"""SmolVLA data pipeline: sample dict -> model inputs (in workers) -> collate -> SmolVLAPreparedBatch.
+
+Per sample (lerobot ``processor_smolvla.py`` + ``SmolVLAPolicy.prepare_*`` semantics):
+
+1. every camera of ``data.camera_keys`` (then ``data.empty_cameras`` empty slots) becomes one image slot, a uint8
+   [3, h, w] frame at its own resolution; the model resizes it with left/top padding to ``data.image_size`` and maps
+   it to [-1, 1] on its device (images are not normalized with dataset stats). A camera the sample lacks and an
+   empty slot are black frames with mask 0.
+2. state and actions are normalized with the dataset stats core hands to ``make_transforms`` (mean/std by
+   default), then zero-padded to ``model.max_state_dim`` / ``model.max_action_dim``; sampled actions go back
+   through ``postprocess_actions`` (real dims kept, unnormalized).
+3. the task gets a trailing newline, is tokenized with the VLM's tokenizer (its special tokens included),
+   truncated to ``model.tokenizer_max_length`` and right-padded to it (lerobot pads to the longest prompt of the
+   batch by default; padded tokens are masked and do not advance positions, so the valid outputs are the same).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from embodied_core.errors import DataError
+from embodied_core.model_api import Transforms
+from embodied_models.smolvla.batch import SmolVLAPreparedBatch
+from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig
+from embodied_models.smolvla.tokenizer import TaskTokenizer, load_tokenizer, task_text
+
+if TYPE_CHECKING:
+    from embodied_core.protocols import Stats
+    from embodied_data.normalize import Normalizer
+
+__all__ = ["SmolVLACollate", "SmolVLASampleTransform", "make_transforms"]
+
+logger = logging.getLogger("embodied.models.smolvla")
+
+
+def _as_uint8_image(value: Any, key: str) -> torch.Tensor:
+    """A camera frame as uint8 [3, h, w] (from CHW/HWC, one-frame histories, float [0, 1] or uint8)."""
+    image = torch.as_tensor(value)
+    if image.ndim == 4 and image.shape[0] == 1:
+        image = image[0]
+    if image.ndim != 3:
+        raise DataError(f"camera {key}: expected an image [C, H, W] (or [1, C, H, W]), got shape {tuple(image.shape)}")
+    if image.shape[0] not in (1, 3) and image.shape[-1] in (1, 3):
+        image = image.permute(2, 0, 1)
+    if image.shape[0] == 1:
+        image = image.expand(3, -1, -1)
+    if image.shape[0] != 3:
+        raise DataError(f"camera {key}: expected 1 or 3 channels, got shape {tuple(image.shape)}")
+    if image.dtype != torch.uint8:
+        # float frames are LeRobot's [0, 1] convention (video decoding gives uint8 / 255: lossless back to uint8)
+        image = (image.float() * 255.0).round().clamp(0, 255).to(torch.uint8)
+    return image.contiguous()
+
+
+class SmolVLASampleTransform:
+    """The per-sample transform (picklable: runs in DataLoader workers).
+
+    Training samples and inference observations (the same keys without ``action``) both pass through it.
+
+    Args:
+        model_config, data_config: the run's sections.
+        tokenizer: task tokenizer (see tokenizer.load_tokenizer).
+        normalizer: the state/action normalizer (None with ``data.normalization=none``).
+    """
+
+    def __init__(self, model_config: SmolVLAModelConfig, data_config: SmolVLADataConfig, tokenizer: TaskTokenizer,
+                 normalizer: Normalizer | None) -> None:
+        self.model_config = model_config
+        self.data_config = data_config
+        self.tokenizer = tokenizer
+        self.normalizer = normalizer
+        self._warned_truncation = False
+
+    def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
+        cfg, model = self.data_config, self.model_config
+        images: list[torch.Tensor | None] = []
+        masks = torch.zeros(len(cfg.camera_keys) + cfg.empty_cameras, dtype=torch.bool)
+        for slot, key in enumerate(cfg.camera_keys):
+            present = key in sample and sample[key] is not None
+            images.append(_as_uint8_image(sample[key], key) if present else None)
+            masks[slot] = present
+        images.extend([None] * cfg.empty_cameras)
+        state = self._feature(sample, cfg.state_key, cfg.state_dim, "state").reshape(-1)
+        tokens, token_mask = self._tokens(sample)
+        out: dict[str, Any] = {"images": images, "image_masks": masks, "tokens": tokens, "token_mask": token_mask,
+                               "state": _pad(state, model.max_state_dim)}
+        if cfg.action_key in sample:
+            actions = self._feature(sample, cfg.action_key, cfg.action_dim, "action")
+            if actions.ndim == 1:
+                actions = actions[None]
+            out["actions"] = _pad(actions, model.max_action_dim)
+            is_pad = sample.get(f"{cfg.action_key}_is_pad")
+            out["action_is_pad"] = (torch.as_tensor(is_pad, dtype=torch.bool).reshape(-1) if is_pad is not None
+                                    else torch.zeros(actions.shape[0], dtype=torch.bool))
+        return out
+
+    def _feature(self, sample: Mapping[str, Any], key: str, dim: int | None, kind: str) -> torch.Tensor:
+        if key not in sample:
+            raise DataError(f"sample has no {key!r} (keys: {', '.join(sorted(sample))}); set data.{kind}_key to the "
+                            "dataset's name")
+        value = torch.as_tensor(sample[key]).float()
+        if kind == "state" and value.ndim == 2 and value.shape[0] == 1:
+            value = value[0]  # a one-frame state history
+        if value.shape[-1] != dim:
+            raise DataError(f"{key}: last dimension is {value.shape[-1]} but the data config says {dim}; set "
+                            f"data.{kind}_dim={value.shape[-1]}")
+        if self.normalizer is not None:
+            value = self.normalizer.features[key].normalize(value)
+        return value
+
+    def _tokens(self, sample: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        task = sample.get("task")
+        if not isinstance(task, str):
+            raise DataError(f"sample has no task string (got {type(task).__name__}); SmolVLA is conditioned on it")
+        ids = self.tokenizer.encode(task_text(task))
+        limit = self.model_config.tokenizer_max_length
+        if len(ids) > limit:
+            if not self._warned_truncation:
+                logger.warning("SmolVLA task has %d tokens; truncated to model.tokenizer_max_length=%d", len(ids),
+                               limit)
+                self._warned_truncation = True
+            ids = ids[:limit]
+        tokens = torch.full((limit,), self.tokenizer.pad_id, dtype=torch.long)
+        tokens[: len(ids)] = torch.tensor(ids, dtype=torch.long)
+        mask = torch.zeros(limit, dtype=torch.bool)
+        mask[: len(ids)] = True
+        return tokens, mask
+
+    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """Model actions [..., max_action_dim] -> dataset units [..., action_dim] (``postprocess_actions``)."""
+        real = actions[..., : self.data_config.action_dim]
+        if self.normalizer is None:
+            return real
+        return self.normalizer.features[self.data_config.action_key].unnormalize(real)
+
+
+def _pad(value: torch.Tensor, width: int) -> torch.Tensor:
+    """Zero-pads the last dimension to ``width``."""
+    out = torch.zeros((*value.shape[:-1], width), dtype=torch.float32)
+    out[..., : value.shape[-1]] = value
+    return out
+
+
+class SmolVLACollate:
+    """Stacks transformed samples into a SmolVLAPreparedBatch (picklable: runs in DataLoader workers).
+
+    Args:
+        image_size: the model resolution; a slot no sample of the batch fills is black frames of this size.
+    """
+
+    def __init__(self, image_size: tuple[int, int]) -> None:
+        self.image_size = (int(image_size[0]), int(image_size[1]))
+
+    def _slot(self, frames: Sequence[torch.Tensor | None], slot: int) -> torch.Tensor:
+        """One image slot: present frames stacked, absent ones black frames of the same size."""
+        shapes = {tuple(f.shape) for f in frames if f is not None}
+        if len(shapes) > 1:
+            raise DataError(f"image slot {slot}: the samples of one batch have frames of different sizes "
+                            f"{sorted(shapes)}; a camera must keep one resolution")
+        shape = shapes.pop() if shapes else (3, *self.image_size)
+        return torch.stack([f if f is not None else torch.zeros(shape, dtype=torch.uint8) for f in frames])
+
+    def __call__(self, samples: Sequence[Mapping[str, Any]]) -> SmolVLAPreparedBatch:
+        slots = len(samples[0]["images"])
+        has_actions = "actions" in samples[0]
+        return SmolVLAPreparedBatch(
+            images=tuple(self._slot([s["images"][i] for s in samples], i) for i in range(slots)),
+            image_masks=torch.stack([s["image_masks"] for s in samples]),
+            tokens=torch.stack([s["tokens"] for s in samples]),
+            token_mask=torch.stack([s["token_mask"] for s in samples]),
+            state=torch.stack([s["state"] for s in samples]),
+            actions=torch.stack([s["actions"] for s in samples]) if has_actions else None,
+            action_is_pad=torch.stack([s["action_is_pad"] for s in samples]) if has_actions else None,
+        )
+
+
+def _normalizer(data_config: SmolVLADataConfig, stats: Stats | None) -> Normalizer | None:
+    """The state/action normalizer of ``data.normalization`` from the dataset statistics core resolved."""
+    if data_config.normalization == "none":
+        return None
+    from embodied_data.normalize import Normalizer
+
+    keys = (data_config.state_key, data_config.action_key)
+    if stats is None:
+        raise DataError(f"data.normalization={data_config.normalization} needs the dataset statistics of "
+                        f"{' and '.join(map(repr, keys))}, but none were given; set data.normalization=none to "
+                        "train on raw values")
+    absent = [key for key in keys if key not in stats]
+    if absent:
+        raise DataError(f"data.normalization={data_config.normalization}: the dataset statistics have no "
+                        f"{' or '.join(map(repr, absent))} (they cover {', '.join(sorted(stats)) or 'nothing'}); "
+                        "set data.state_key / data.action_key to the dataset's names")
+    try:
+        return Normalizer(stats, dict.fromkeys(keys, data_config.normalization))
+    except ValueError as exc:
+        raise DataError(f"data.normalization={data_config.normalization}: {exc}") from None
+
+
+def make_transforms(model_config: SmolVLAModelConfig, data_config: SmolVLADataConfig, *,
+                    stats: Stats | None) -> Transforms:
+    """Transforms of the smolvla plugins (``ModelSpec.transforms``, :class:`embodied_core.protocols.MakeTransforms`).
+
+    ``stats`` are the dataset's statistics (resolved by core, or read from a policy folder); the state and action
+    keys need the stats of ``data.normalization`` (mean/std by default) unless it is ``none``. The tokenizer comes
+    from ``data.tokenizer_path`` or ``--tokenizer-path`` (environment TOKENIZER_PATH); ``model.tokenizer=tiny`` uses
+    the built-in byte tokenizer when neither is set.
+    """
+    if data_config.camera_keys is None or data_config.state_dim is None or data_config.action_dim is None:
+        raise DataError("SmolVLA transforms need data.camera_keys, data.state_dim and data.action_dim (set them or let "
+                        "the dataset format infer them)")
+    normalizer = _normalizer(data_config, stats)
+    tokenizer = load_tokenizer(model_config.tokenizer, data_config.resolved_tokenizer_path(),
+                               vocab_size=model_config.vocab_size)
+    transform = SmolVLASampleTransform(model_config, data_config, tokenizer, normalizer)
+    return Transforms(sample_transform=transform, collate_fn=SmolVLACollate(data_config.image_size),
+                      postprocess_actions=transform.unnormalize_actions)
