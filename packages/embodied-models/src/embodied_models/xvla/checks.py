@@ -1,0 +1,71 @@
+"""Validation spanning X-VLA's ``model:``, ``data:`` and training sections (no torch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from embodied_models.xvla.config import XvlaDataConfig, XvlaModelConfig
+from embodied_models.xvla.layouts import layout_problems
+
+__all__ = ["check_run_config", "image_grid", "sequence_lengths", "size_problems"]
+
+
+def image_grid(model: XvlaModelConfig, image_size: tuple[int, int]) -> tuple[int, int]:
+    """(h, w) of the last DaViT grid for an image of ``image_size`` (each stage's stem convolution)."""
+    h, w = image_size
+    for k, s, p in zip(model.vision_patch_size, model.vision_patch_stride, model.vision_patch_padding, strict=False):
+        h, w = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    return h, w
+
+
+def sequence_lengths(model: XvlaModelConfig, data: XvlaDataConfig) -> tuple[int, int, int]:
+    """(image tokens per view, BART encoder length, transformer length before the soft prompts)."""
+    h, w = image_grid(model, data.image_size)
+    per_view = 1 + h * w
+    encoder = per_view + model.tokenizer_max_length
+    return per_view, encoder, data.action_horizon + encoder + max(0, data.views() - 1) * per_view
+
+
+def size_problems(model: XvlaModelConfig, data: XvlaDataConfig) -> list[str]:
+    """Messages for model/data combinations X-VLA cannot run (empty when fine)."""
+    state_width = model.max_state_dim if model.use_proprio else 0
+    problems = layout_problems(model.action_mode, action_dim=data.action_dim, max_action_dim=model.max_action_dim,
+                               state_width=state_width, normalization=data.normalization)
+    if model.use_proprio and data.state_dim is not None and data.state_dim > model.max_state_dim:
+        problems.append(f"data.state_dim {data.state_dim} exceeds model.max_state_dim {model.max_state_dim}; set "
+                        f"model.max_state_dim={data.state_dim} (a new action encoder, not loadable from a checkpoint "
+                        f"built for {model.max_state_dim}) or model.use_proprio=false")
+    if data.domain_id >= model.num_domains:
+        problems.append(f"data.domain_id {data.domain_id} is not below model.num_domains {model.num_domains}")
+    if data.camera_keys is not None and data.views() < 1:
+        problems.append("X-VLA needs at least one image view (data.camera_keys / data.num_image_views)")
+    h, w = image_grid(model, data.image_size)
+    if min(h, w) < 1:
+        problems.append(f"data.image_size {tuple(data.image_size)} is too small for the DaViT stems (grid {h}x{w})")
+    elif max(h, w) > model.vision_max_position_embeddings:
+        problems.append(f"data.image_size {tuple(data.image_size)} gives a {h}x{w} DaViT grid but the position "
+                        f"table has {model.vision_max_position_embeddings} rows "
+                        "(model.vision_max_position_embeddings); use smaller images")
+    per_view, encoder, total = sequence_lengths(model, data)
+    if encoder > model.text_max_position_embeddings:
+        problems.append(f"{per_view} image tokens + model.tokenizer_max_length {model.tokenizer_max_length} exceed "
+                        f"BART's {model.text_max_position_embeddings} positions (model.text_max_position_embeddings)")
+    if data.camera_keys is not None and total > model.max_len_seq:
+        problems.append(f"the transformer sequence has {total} tokens (horizon {data.action_horizon}, encoder "
+                        f"{encoder}, {data.views() - 1} auxiliary view(s) x {per_view}) but model.max_len_seq is "
+                        f"{model.max_len_seq}")
+    return problems
+
+
+def check_run_config(config: Any) -> list[str]:
+    """Extra validation of a RunConfig whose model is X-VLA (declared in the xvla specs' ``checks``)."""
+    model, data = config.model, config.data
+    if not isinstance(model, XvlaModelConfig) or not isinstance(data, XvlaDataConfig):
+        return []
+    problems = size_problems(model, data)
+    if model.tokenizer == "bart" and not (data.tokenizer_path or config.training.tokenizer_path
+                                          or data.resolved_tokenizer_path()):
+        problems.append("X-VLA tokenizes its instruction with the BART tokenizer: pass --tokenizer-path DIR (a local "
+                        "Hugging Face tokenizer directory, e.g. facebook/bart-large) or data.tokenizer_path=DIR; "
+                        "model.tokenizer=bytes uses the built-in byte tokenizer instead")
+    return problems

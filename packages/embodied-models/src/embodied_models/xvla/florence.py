@@ -1,0 +1,103 @@
+"""Florence-2's encoder side as X-VLA uses it: DaViT + projector per view, then BART's encoder over
+``[view-0 image tokens | instruction]``.
+
+Built on transformers' native ``Florence2Model`` from a config (its decoder deleted, as lerobot's ``XVLAModel``
+does), so the module names are lerobot's ``vlm.*``. The BART layer loop is written here: no attention mask (pad
+tokens and the images are attended, as X-VLA passes an all-ones mask), learned positions over the merged sequence
+(offset 2), and optional gradient checkpointing per layer.
+
+Shapes: B batch, V views, N image tokens per view (1 mean token + the last DaViT grid), L instruction
+tokens, C Florence-2 width (projection_dim = BART d_model).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+from transformers import Florence2Config, Florence2Model
+
+from embodied_models.xvla.config import XvlaModelConfig
+
+__all__ = ["FlorenceEncoder", "florence_config"]
+
+
+def florence_config(config: XvlaModelConfig) -> Florence2Config:
+    """The native transformers Florence-2 config of ``model:`` (BART ids 0 BOS, 1 pad, 2 EOS; SDPA attention)."""
+    vision = dict(
+        embed_dim=list(config.vision_embed_dim), depths=list(config.vision_depths),
+        num_heads=list(config.vision_num_heads), num_groups=list(config.vision_num_groups),
+        patch_size=list(config.vision_patch_size), patch_stride=list(config.vision_patch_stride),
+        patch_padding=list(config.vision_patch_padding), patch_prenorm=list(config.vision_patch_prenorm),
+        window_size=config.vision_window_size, mlp_ratio=config.vision_mlp_ratio,
+        drop_path_rate=config.vision_drop_path_rate, projection_dim=config.projection_dim,
+        max_position_embeddings=config.vision_max_position_embeddings,
+        max_temporal_embeddings=config.vision_max_temporal_embeddings, activation_function="gelu",
+    )
+    text = dict(
+        model_type="bart", vocab_size=config.vocab_size, d_model=config.text_width,
+        encoder_layers=config.text_depth, encoder_attention_heads=config.text_num_heads,
+        encoder_ffn_dim=config.text_ffn_dim, max_position_embeddings=config.text_max_position_embeddings,
+        # the decoder is deleted after construction; keep its throwaway build small
+        decoder_layers=1, decoder_attention_heads=config.text_num_heads, decoder_ffn_dim=config.text_ffn_dim,
+        dropout=config.text_dropout, attention_dropout=config.text_dropout, activation_dropout=config.text_dropout,
+        activation_function="gelu", scale_embedding=False, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+    )
+    cfg = Florence2Config(vision_config=vision, text_config=text, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                          is_encoder_decoder=True, tie_word_embeddings=True)
+    cfg._attn_implementation = "sdpa"
+    return cfg
+
+
+class FlorenceEncoder(Florence2Model):
+    """Florence-2's vision tower, projector and BART encoder, the decoder removed (lerobot's ``vlm.*`` names).
+
+    Args:
+        config: the ``model:`` section.
+    """
+
+    def __init__(self, config: XvlaModelConfig) -> None:
+        super().__init__(florence_config(config))
+        del self.language_model.decoder  # X-VLA only encodes
+        self.checkpoint_layers = config.gradient_checkpointing
+
+    def image_tokens(self, pixels: torch.Tensor) -> torch.Tensor:
+        """Pixel values [N, 3, H, W] -> image tokens [N, 1 + h*w, C] (the mean token first)."""
+        grid = self.vision_tower(pixels).last_hidden_state
+        return self.multi_modal_projector(grid)
+
+    def text_embeddings(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Instruction ids [B, L] -> embeddings [B, L, C] (BART's shared table and its embed_scale)."""
+        return self.language_model.shared(tokens)
+
+    def encode_text(self, merged: torch.Tensor) -> torch.Tensor:
+        """BART's encoder over ``[image tokens | text embeddings]`` without a mask -> [B, S, C]."""
+        encoder = self.language_model.encoder
+        positions = encoder.embed_positions(merged[:, :, -1])  # reads the shape only; offset 2 inside
+        h = encoder.layernorm_embedding(merged + positions.to(merged.dtype))
+        h = F.dropout(h, p=encoder.dropout, training=self.training)
+        for layer in encoder.layers:
+            if self.checkpoint_layers and self.training and torch.is_grad_enabled():
+                h = checkpoint(layer, h, None, use_reentrant=False)
+            else:
+                h = layer(h, None)
+        return h
+
+    def forward(self, tokens: torch.Tensor, pixels: torch.Tensor, masks: torch.Tensor,
+                *, encoded_views: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encodes a batch; returns ``(vlm_features [B, N + L, C], aux_visual_inputs [B, (V-1) N, C])``.
+
+        Views ``>= encoded_views`` are known to be empty (more views than cameras) and are not run through the
+        tower; the others are, and masked views get all-zero features (lerobot skips their computation; the
+        values are the same, and the shapes stay static for DDP/FSDP).
+        """
+        b, v = pixels.shape[:2]
+        run = max(1, min(encoded_views, v))
+        feats = self.image_tokens(pixels[:, :run].flatten(0, 1)).unflatten(0, (b, run))
+        feats = torch.where(masks[:, :run, None, None], feats, torch.zeros((), dtype=feats.dtype,
+                                                                              device=feats.device))
+        if run < v:
+            feats = torch.cat([feats, feats.new_zeros(b, v - run, *feats.shape[2:])], dim=1)
+        text = self.text_embeddings(tokens)
+        vlm = self.encode_text(torch.cat([feats[:, 0].to(text.dtype), text], dim=1))
+        aux = feats[:, 1:].reshape(b, -1, feats.shape[-1])
+        return vlm, aux

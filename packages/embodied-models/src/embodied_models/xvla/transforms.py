@@ -1,0 +1,239 @@
+"""X-VLA data pipeline: sample dict -> model inputs (in workers) -> collate -> XvlaPreparedBatch.
+
+Per sample (lerobot ``processor_xvla.py`` + ``XVLAPolicy._prepare_*`` semantics):
+
+1. cameras fill the views in ``data.camera_keys`` order; each frame is resized to ``data.image_size`` keeping its
+   aspect (bilinear, no antialias) and padded on the **left and top** (lerobot's X-VLA convention). It stays uint8
+   across the worker boundary; the model scales it to [0, 1], applies the ImageNet normalization and sets the
+   padding to 0 (lerobot pads the normalized image with 0). A view without a camera, or a camera the sample
+   lacks, is a zero image with mask 0.
+2. the instruction is tokenized, truncated and right-padded to ``model.tokenizer_max_length``.
+3. state and actions are normalized with the dataset stats core hands to ``make_transforms`` (``none`` by
+   default, as X-VLA); the state is zero-padded to ``model.max_state_dim`` and the actions to the action space's
+   width. BCE gripper targets must lie in [0, 1] (a DataError names the channel otherwise).
+4. the domain id is ``data.domain_id``, or the sample's ``data.domain_id_key``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+
+from embodied_core.errors import DataError
+from embodied_core.model_api import Transforms
+from embodied_models.xvla.batch import XvlaPreparedBatch
+from embodied_models.xvla.config import XvlaDataConfig, XvlaModelConfig
+from embodied_models.xvla.layouts import ActionLayout, layout_for
+from embodied_models.xvla.tokenizer import InstructionTokenizer, load_tokenizer
+
+if TYPE_CHECKING:
+    from embodied_core.protocols import Stats
+    from embodied_data.normalize import Normalizer
+
+__all__ = ["XvlaSampleTransform", "collate_xvla", "make_transforms", "resize_with_pad_left_top"]
+
+
+def resize_with_pad_left_top(image: torch.Tensor, size: tuple[int, int]) -> tuple[torch.Tensor, tuple[int, int]]:
+    """uint8 [3, h, w] -> (uint8 [3, H, W], (rows padded on top, columns padded on the left)).
+
+    Bilinear without antialias (as lerobot's ``resize_with_pad``), aspect kept, zero padding on the top/left.
+    """
+    out_h, out_w = size
+    h, w = image.shape[-2:]
+    if (h, w) == (out_h, out_w):
+        return image, (0, 0)
+    ratio = max(w / out_w, h / out_h)
+    new_h, new_w = int(h / ratio), int(w / ratio)
+    resized = F.interpolate(image[None].float(), size=(new_h, new_w), mode="bilinear", align_corners=False)[0]
+    out = torch.zeros((image.shape[0], out_h, out_w), dtype=torch.uint8)
+    top, left = out_h - new_h, out_w - new_w
+    out[:, top:, left:] = resized.round().clamp(0, 255).to(torch.uint8)
+    return out, (top, left)
+
+
+def _as_uint8_image(value: Any, key: str) -> torch.Tensor:
+    image = torch.as_tensor(value)
+    if image.ndim == 4 and image.shape[0] == 1:
+        image = image[0]  # a single-frame history [1, C, H, W]
+    if image.ndim != 3:
+        raise DataError(f"camera {key}: expected an image [C, H, W] (or [1, C, H, W]), got shape {tuple(image.shape)}")
+    if image.shape[0] not in (1, 3) and image.shape[-1] in (1, 3):
+        image = image.permute(2, 0, 1)  # channels-last input
+    if image.shape[0] == 1:
+        image = image.expand(3, -1, -1)
+    if image.dtype != torch.uint8:
+        # float frames are LeRobot's [0, 1] convention
+        image = (image.float() * 255.0).round().clamp(0, 255).to(torch.uint8)
+    return image
+
+
+class XvlaSampleTransform:
+    """The per-sample transform (picklable: runs in DataLoader workers).
+
+    Training samples and inference observations (the same keys without ``action``) both pass through it.
+
+    Args:
+        model_config, data_config: the run's sections.
+        tokenizer: the instruction tokenizer (see tokenizer.load_tokenizer).
+        normalizer: the state/action normalizer (None with ``data.normalization=none``).
+    """
+
+    def __init__(self, model_config: XvlaModelConfig, data_config: XvlaDataConfig, tokenizer: InstructionTokenizer,
+                 normalizer: Normalizer | None) -> None:
+        self.model_config = model_config
+        self.data_config = data_config
+        self.tokenizer = tokenizer
+        self.normalizer = normalizer
+        self.layout: ActionLayout = layout_for(model_config.action_mode, action_dim=data_config.action_dim,
+                                               max_action_dim=model_config.max_action_dim)
+
+    def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
+        cfg = self.data_config
+        images, masks, pads = self._images(sample)
+        out: dict[str, Any] = {"images": images, "image_masks": masks, "image_pad": pads,
+                               "tokens": self._tokens(sample), "domain_id": self._domain(sample),
+                               "state": self._state(sample)}
+        if cfg.action_key in sample:
+            actions = self._feature(sample, cfg.action_key, cfg.action_dim)
+            if actions.ndim == 1:
+                actions = actions[None]
+            self._check_bce_targets(sample, actions)
+            padded = torch.zeros(actions.shape[0], self.layout.dim_action, dtype=torch.float32)
+            padded[:, : actions.shape[1]] = actions
+            out["actions"] = padded
+            is_pad = sample.get(f"{cfg.action_key}_is_pad")
+            out["action_is_pad"] = (torch.as_tensor(is_pad, dtype=torch.bool) if is_pad is not None
+                                    else torch.zeros(actions.shape[0], dtype=torch.bool))
+        return out
+
+    def _images(self, sample: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        cfg = self.data_config
+        size = tuple(cfg.image_size)
+        views = cfg.views()
+        images = torch.zeros((views, 3, *size), dtype=torch.uint8)
+        masks = torch.zeros(views, dtype=torch.bool)
+        pads = torch.zeros((views, 2), dtype=torch.long)
+        for view, key in enumerate(cfg.camera_keys):
+            if key in sample and sample[key] is not None:
+                image, pad = resize_with_pad_left_top(_as_uint8_image(sample[key], key), size)
+                images[view], masks[view], pads[view] = image, True, torch.tensor(pad)
+        return images, masks, pads
+
+    def _feature(self, sample: Mapping[str, Any], key: str, dim: int) -> torch.Tensor:
+        if key not in sample:
+            raise DataError(f"sample has no {key!r} (keys: {', '.join(sorted(sample))}); set data.state_key / "
+                            "data.action_key to the dataset's names")
+        value = torch.as_tensor(sample[key]).float()
+        if value.shape[-1] != dim:
+            raise DataError(f"{key}: last dimension is {value.shape[-1]} but the data config says {dim}; set "
+                            f"data.{'state' if key == self.data_config.state_key else 'action'}_dim={value.shape[-1]}")
+        if self.normalizer is not None:
+            value = self.normalizer.features[key].normalize(value)
+        return value
+
+    def _state(self, sample: Mapping[str, Any]) -> torch.Tensor:
+        width = self.model_config.max_state_dim if self.model_config.use_proprio else 0
+        padded = torch.zeros(width, dtype=torch.float32)
+        if width:
+            state = self._feature(sample, self.data_config.state_key, self.data_config.state_dim).reshape(-1)
+            padded[: state.shape[0]] = state
+        return padded
+
+    def _tokens(self, sample: Mapping[str, Any]) -> torch.Tensor:
+        task = sample.get("task")
+        if not isinstance(task, str):
+            raise DataError(f"sample has no task string (got {type(task).__name__}); X-VLA instructions need one")
+        ids = self.tokenizer.encode(task, self.model_config.tokenizer_max_length)
+        return torch.tensor(ids, dtype=torch.long)
+
+    def _domain(self, sample: Mapping[str, Any]) -> torch.Tensor:
+        key = self.data_config.domain_id_key
+        if key is None:
+            return torch.tensor(self.data_config.domain_id, dtype=torch.long)
+        if key not in sample:
+            raise DataError(f"data.domain_id_key={key!r}: the sample has no such key (keys: "
+                            f"{', '.join(sorted(sample))})")
+        value = torch.as_tensor(sample[key]).reshape(-1)
+        domain = int(value[0]) if value.numel() else -1
+        if value.numel() != 1 or domain != float(value[0]) or not 0 <= domain < self.model_config.num_domains:
+            raise DataError(f"{key}: a domain id must be one integer in [0, {self.model_config.num_domains}) "
+                            f"(model.num_domains), got {value.tolist()}")
+        return torch.tensor(domain, dtype=torch.long)
+
+    def _check_bce_targets(self, sample: Mapping[str, Any], actions: torch.Tensor) -> None:
+        channels = [c for c in self.layout.bce_channels() if c < actions.shape[-1]]
+        if not channels:
+            return
+        values = actions[..., channels]
+        bad = (values < 0) | (values > 1)
+        if bool(bad.any()):
+            channel = channels[int(bad.any(dim=0).nonzero()[0, 0])]
+            where = f" (episode {int(sample['episode_index'])}, frame {int(sample['frame_index'])})" if (
+                "episode_index" in sample and "frame_index" in sample) else ""
+            raise DataError(f"{self.data_config.action_key} channel {channel}{where}: model.action_mode="
+                            f"{self.layout.name} trains it as a gripper with BCE, so its targets must be in [0, 1] "
+                            f"(got {float(values[bad][0]):g}); rescale the gripper or use model.action_mode=auto")
+
+    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """Model actions [..., D] -> dataset units [..., action_dim] (the transforms' ``postprocess_actions``)."""
+        real = actions[..., : self.data_config.action_dim]
+        if self.normalizer is None:
+            return real
+        return self.normalizer.features[self.data_config.action_key].unnormalize(real)
+
+
+def collate_xvla(samples: Sequence[Mapping[str, Any]]) -> XvlaPreparedBatch:
+    """Stacks transformed samples into an XvlaPreparedBatch."""
+    has_actions = "actions" in samples[0]
+
+    def stack(key: str) -> torch.Tensor:
+        return torch.stack([s[key] for s in samples])
+
+    return XvlaPreparedBatch(
+        images=stack("images"), image_masks=stack("image_masks"), image_pad=stack("image_pad"),
+        tokens=stack("tokens"), domain_id=stack("domain_id"), state=stack("state"),
+        actions=stack("actions") if has_actions else None,
+        action_is_pad=stack("action_is_pad") if has_actions else None,
+    )
+
+
+def _normalizer(data_config: XvlaDataConfig, stats: Stats | None) -> Normalizer | None:
+    """The state/action normalizer of ``data.normalization`` from the dataset statistics core resolved."""
+    if data_config.normalization == "none":
+        return None
+    from embodied_data.normalize import Normalizer
+
+    keys = (data_config.state_key, data_config.action_key)
+    if stats is None:
+        raise DataError(f"data.normalization={data_config.normalization} needs the dataset statistics of "
+                        f"{' and '.join(map(repr, keys))}, but none were given; set data.normalization=none to "
+                        "train on raw values (X-VLA's default)")
+    absent = [key for key in keys if key not in stats]
+    if absent:
+        raise DataError(f"data.normalization={data_config.normalization}: the dataset statistics have no "
+                        f"{' or '.join(map(repr, absent))} (they cover {', '.join(sorted(stats)) or 'nothing'}); "
+                        "set data.state_key / data.action_key to the dataset's names")
+    try:
+        return Normalizer(stats, dict.fromkeys(keys, data_config.normalization))
+    except ValueError as exc:
+        raise DataError(f"data.normalization={data_config.normalization}: {exc}") from None
+
+
+def make_transforms(model_config: XvlaModelConfig, data_config: XvlaDataConfig, *,
+                    stats: Stats | None) -> Transforms:
+    """Transforms of the xvla plugins (``ModelSpec.transforms``; see :class:`embodied_core.protocols.MakeTransforms`).
+
+    ``stats`` are the dataset's statistics (resolved by core, or read from a policy folder); they are read only
+    when ``data.normalization`` is not ``none``. The tokenizer comes from ``data.tokenizer_path`` or
+    ``--tokenizer-path`` (environment TOKENIZER_PATH); ``model.tokenizer=bytes`` uses the built-in one when neither
+    is set.
+    """
+    normalizer = _normalizer(data_config, stats)
+    tokenizer = load_tokenizer(model_config.tokenizer, data_config.resolved_tokenizer_path(),
+                               vocab_size=model_config.vocab_size)
+    transform = XvlaSampleTransform(model_config, data_config, tokenizer, normalizer)
+    return Transforms(sample_transform=transform, collate_fn=collate_xvla,
+                      postprocess_actions=transform.unnormalize_actions)
