@@ -1,0 +1,228 @@
+"""GR00T N1.7's backbone: Cosmos-Reason2-2B (a Qwen3-VL 2B) cut to its first ``select_layer`` language layers.
+
+Built from transformers' Qwen3-VL classes and a config (never a hub download): the whole vision tower
+(``Qwen3VLVisionModel``: patch embedding, interpolated position table, 2-D RoPE blocks, the merger and the
+DeepStack mergers) and the language model's own ``Qwen3VLTextDecoderLayer`` / ``Qwen3VLTextRotaryEmbedding``.
+Written here: the pixel patchification (the Qwen2-VL image processor's layout, so images cross the DataLoader as
+uint8), the image-token scatter, the multimodal (t, h, w) RoPE positions of left-padded prompts, the causal and
+padding mask, the DeepStack additions after the first layers and the layer loop. Only ``select_layer`` layers are
+built; the features are the last one's output, before the final RMSNorm (the tensor GR00T trains on), so the
+model has no final norm and no LM head.
+
+Padded query rows (left padding) attend to nothing; torch >= 2.5 SDPA returns zeros for them, which is what the
+flash-attention path of the reference produces. Their outputs still matter: the action head's VL self-attention
+is unmasked (see dit.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig, Qwen3VLVisionConfig
+from transformers.models.qwen3_vl.modeling_qwen3_vl import (
+    Qwen3VLTextDecoderLayer,
+    Qwen3VLTextRotaryEmbedding,
+    Qwen3VLVisionModel,
+)
+
+from embodied_models.groot_n1_7.config import GrootModelConfig
+
+__all__ = ["GrootBackbone", "causal_padding_mask", "mrope_positions", "patchify", "qwen3vl_configs"]
+
+MAX_POSITIONS = 262144
+"""Cosmos-Reason2-2B's max_position_embeddings (only read by dynamic RoPE variants, which it does not use)."""
+
+
+def qwen3vl_configs(cfg: GrootModelConfig) -> tuple[Qwen3VLTextConfig, Qwen3VLVisionConfig]:
+    """The transformers configs of the language model (``select_layer`` layers) and the vision tower."""
+    text = Qwen3VLTextConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.llm_width, intermediate_size=cfg.llm_mlp_dim,
+        num_hidden_layers=cfg.select_layer, num_attention_heads=cfg.llm_num_heads,
+        num_key_value_heads=cfg.llm_num_kv_heads, head_dim=cfg.llm_head_dim, hidden_act="silu",
+        max_position_embeddings=MAX_POSITIONS, rms_norm_eps=cfg.rms_norm_eps, attention_bias=False,
+        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta,
+                         "mrope_section": list(cfg.mrope_section), "mrope_interleaved": True})
+    text._attn_implementation = "sdpa"
+    vision = Qwen3VLVisionConfig(
+        depth=cfg.vision_depth, hidden_size=cfg.vision_width, intermediate_size=cfg.vision_mlp_dim,
+        num_heads=cfg.vision_num_heads, in_channels=3, patch_size=cfg.vision_patch_size,
+        spatial_merge_size=cfg.vision_merge_size, temporal_patch_size=cfg.vision_temporal_patch_size,
+        out_hidden_size=cfg.llm_width, num_position_embeddings=cfg.vision_num_position_embeddings,
+        deepstack_visual_indexes=list(cfg.deepstack_layers), hidden_act="gelu_pytorch_tanh")
+    vision._attn_implementation = "sdpa"
+    return text, vision
+
+
+def patchify(pixels: torch.Tensor, *, patch: int, merge: int, temporal: int) -> torch.Tensor:
+    """Normalized images [N, C, H, W] -> flat patches [N * gh * gw, C * temporal * patch * patch].
+
+    The Qwen2-VL / Qwen3-VL image processor's layout: patches grouped by merge window (row-major over the
+    merged grid, then within the window), each patch ``(C, temporal, patch, patch)`` with the still image repeated
+    over the temporal axis.
+    """
+    n, c, h, w = pixels.shape
+    gh, gw = h // patch, w // patch
+    x = pixels.reshape(n, c, gh // merge, merge, patch, gw // merge, merge, patch)
+    x = x.permute(0, 2, 5, 3, 6, 1, 4, 7)  # n, gh/m, gw/m, m, m, c, p, p
+    x = x.unsqueeze(-3).expand(*x.shape[:-2], temporal, patch, patch)
+    return x.reshape(n * gh * gw, c * temporal * patch * patch)
+
+
+def mrope_positions(attention_mask: torch.Tensor, image_mask: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+    """Qwen3-VL's multimodal RoPE positions [3, B, L] of left- or right-padded prompts.
+
+    Over each sample's valid tokens: a text token advances one position on all three axes; an image (a run of
+    ``gh * gw`` merged tokens, ``grid = (gh, gw)``) gets ``(start, start + row, start + col)`` and advances the
+    position by ``max(gh, gw)``. Padding positions stay 0 (they are masked out).
+    """
+    batch, length = attention_mask.shape
+    gh, gw = grid
+    per_image = gh * gw
+    device = attention_mask.device
+    rows = torch.arange(gh, device=device).repeat_interleave(gw)
+    cols = torch.arange(gw, device=device).repeat(gh)
+    out = torch.zeros(3, batch, length, dtype=torch.long, device=device)
+    valid_all = attention_mask.bool().cpu()
+    image_all = image_mask.bool().cpu()
+    for b in range(batch):
+        where = valid_all[b].nonzero().flatten()
+        is_image = image_all[b][where].tolist()
+        pieces: list[torch.Tensor] = []
+        current, i, n = 0, 0, len(is_image)
+        while i < n:
+            j = i
+            while j < n and is_image[j] == is_image[i]:
+                j += 1
+            run = j - i
+            if not is_image[i]:
+                pieces.append(torch.arange(current, current + run, device=device).expand(3, -1))
+                current += run
+            else:
+                if run % per_image:
+                    raise ValueError(f"sample {b}: an image-token run of {run} is not a multiple of the {per_image} "
+                                     f"tokens per image (grid {gh}x{gw})")
+                for _ in range(run // per_image):
+                    pieces.append(torch.stack([torch.full_like(rows, current), current + rows, current + cols]))
+                    current += max(gh, gw)
+            i = j
+        if pieces:
+            out[:, b, where.to(device)] = torch.cat(pieces, dim=1)
+    return out
+
+
+def causal_padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Boolean SDPA mask [B, 1, L, L]: key k is visible to query q when k <= q and k is a real token."""
+    length = attention_mask.shape[1]
+    causal = torch.ones(length, length, dtype=torch.bool, device=attention_mask.device).tril()
+    return causal[None, None] & attention_mask.bool()[:, None, None, :]
+
+
+class GrootBackbone(nn.Module):
+    """Vision tower + the first ``select_layer`` Qwen3-VL language layers; returns features [B, L, llm_width].
+
+    Args:
+        config: the model section (backbone sizes, ``tune_llm`` / ``tune_visual``).
+    """
+
+    def __init__(self, config: GrootModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        text, vision = qwen3vl_configs(config)
+        self.text_config = text
+        self.visual = Qwen3VLVisionModel(vision)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.llm_width)
+        self.layers = nn.ModuleList(Qwen3VLTextDecoderLayer(text, i) for i in range(config.select_layer))
+        self.rotary_emb = Qwen3VLTextRotaryEmbedding(text)
+        self.gradient_checkpointing = False
+        self.register_buffer("image_mean", torch.tensor(config.image_mean, dtype=torch.float32).view(1, 3, 1, 1),
+                             persistent=False)
+        self.register_buffer("image_std", torch.tensor(config.image_std, dtype=torch.float32).view(1, 3, 1, 1),
+                             persistent=False)
+        self.set_trainable(tune_llm=config.tune_llm, tune_visual=config.tune_visual)
+
+    def set_trainable(self, *, tune_llm: bool, tune_visual: bool) -> None:
+        """Freezes the language part (embeddings + layers) and/or the vision tower."""
+        self.tune_llm, self.tune_visual = tune_llm, tune_visual
+        self.embed_tokens.requires_grad_(tune_llm)
+        self.layers.requires_grad_(tune_llm)
+        self.visual.requires_grad_(tune_visual)
+
+    def train(self, mode: bool = True) -> GrootBackbone:
+        """Frozen parts stay in eval mode while training (as GR00T's set_frozen_modules_to_eval_mode)."""
+        super().train(mode)
+        if mode:
+            if not self.tune_llm:
+                self.layers.eval()
+            if not self.tune_visual:
+                self.visual.eval()
+        return self
+
+    @torch.no_grad()
+    def init_non_persistent_buffers(self) -> None:
+        """Recomputes the RoPE tables and pixel statistics (after building on the meta device + to_empty)."""
+        inv_freq, _ = self.rotary_emb.compute_default_rope_parameters(self.text_config)
+        self.rotary_emb.inv_freq.copy_(inv_freq)
+        self.rotary_emb.original_inv_freq.copy_(inv_freq)
+        rotary = self.visual.rotary_pos_emb
+        vision_inv, _ = rotary.compute_axial_rope_parameters(rotary.config)
+        rotary.inv_freq.copy_(vision_inv)
+        rotary.original_inv_freq.copy_(vision_inv)
+        self.image_mean.copy_(torch.tensor(self.config.image_mean).view(1, 3, 1, 1))
+        self.image_std.copy_(torch.tensor(self.config.image_std).view(1, 3, 1, 1))
+
+    # ------------------------------------------------------------------ vision
+    def grid(self, height: int, width: int) -> tuple[int, int]:
+        """Merged token grid (rows, cols) of an image of ``height`` x ``width`` pixels."""
+        step = self.config.vision_patch_size * self.config.vision_merge_size
+        return height // step, width // step
+
+    def pixel_values(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """uint8 images [N, 3, H, W] -> (flat normalized patches, grid_thw [N, 3]) as the Qwen3-VL processor gives."""
+        cfg = self.config
+        pixels = images.to(torch.float32) * (1.0 / 255.0)
+        pixels = (pixels - self.image_mean) / self.image_std
+        flat = patchify(pixels, patch=cfg.vision_patch_size, merge=cfg.vision_merge_size,
+                        temporal=cfg.vision_temporal_patch_size)
+        n, _, h, w = images.shape
+        grid = torch.tensor([[1, h // cfg.vision_patch_size, w // cfg.vision_patch_size]] * n, dtype=torch.long,
+                            device=images.device)
+        return flat, grid
+
+    def image_features(self, images: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Merged image tokens [N * tokens, llm_width] and the DeepStack features (one tensor per deepstack layer)."""
+        flat, grid = self.pixel_values(images)
+        out = self.visual(flat.to(self.visual.patch_embed.proj.weight.dtype), grid_thw=grid)
+        return out.pooler_output, list(out.deepstack_features)
+
+    # ------------------------------------------------------------------ language
+    def _layer(self, layer: nn.Module, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if self.gradient_checkpointing and self.training and self.tune_llm and torch.is_grad_enabled():
+            return checkpoint(layer, *args, use_reentrant=False, **kwargs)
+        return layer(*args, **kwargs)
+
+    def forward(self, images: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                image_mask: torch.Tensor) -> torch.Tensor:
+        """Features [B, L, llm_width] of prompts whose image tokens (``image_mask``) stand for ``images``.
+
+        Args:
+            images: uint8 [B, V, 3, H, W]; the V views of a sample fill its image-token runs in order.
+            input_ids: int64 [B, L] (left-padded).
+            attention_mask: bool [B, L], True for real tokens.
+            image_mask: bool [B, L], True for image tokens.
+        """
+        image_embeds, deepstack = self.image_features(images.flatten(0, 1))
+        hidden = self.embed_tokens(input_ids)
+        scatter = image_mask.unsqueeze(-1).expand_as(hidden)
+        hidden = hidden.masked_scatter(scatter, image_embeds.to(hidden.dtype))
+        positions = mrope_positions(attention_mask, image_mask, self.grid(*images.shape[-2:]))
+        cos_sin = self.rotary_emb(hidden, positions)
+        mask = causal_padding_mask(attention_mask)
+        for index, layer in enumerate(self.layers):
+            hidden = self._layer(layer, hidden, position_embeddings=cos_sin, attention_mask=mask)
+            if index < len(deepstack):
+                hidden = hidden.clone()
+                hidden[image_mask] = hidden[image_mask] + deepstack[index].to(hidden.dtype)
+        return hidden

@@ -1,0 +1,62 @@
+"""``GrootBatch``: what the GR00T N1.7 collate function produces and the model consumes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import torch
+
+__all__ = ["GrootBatch"]
+
+_HOST_FIELDS = ("sample_index",)
+
+
+@attrs.define
+class GrootBatch:
+    """A model-ready GR00T N1.7 batch (B samples, N = views x frames images, L prompt tokens, H model horizon,
+    A max_action_dim, S max_state_dim).
+
+    Attributes:
+        images: uint8 [B, N, 3, height, width] views after GR00T's resize/crop (the model normalizes them).
+        input_ids: int64 [B, L] chat-template prompts with expanded image tokens, left-padded.
+        attention_mask: bool [B, L], True for real tokens.
+        image_mask: bool [B, L], True for image tokens.
+        state: float32 [B, 1, S] normalized, zero-padded state.
+        embodiment_id: int64 [B] projector slots.
+        actions: float32 [B, H, A] normalized actions, zero beyond the real dims and data horizon; None at inference.
+        action_mask: float32 [B, H, A], 1 on real dims x data horizon steps; None at inference.
+        sample_index: int64 [B] dataset index of each sample (keys the per-sample training draws; -1 unknown).
+            Stays on the host in ``to()``: the draws are made on the CPU without a device sync.
+    """
+
+    images: torch.Tensor
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    image_mask: torch.Tensor
+    state: torch.Tensor
+    embodiment_id: torch.Tensor
+    actions: torch.Tensor | None = None
+    action_mask: torch.Tensor | None = None
+    sample_index: torch.Tensor | None = None
+
+    def _map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> GrootBatch:
+        values = {}
+        for field in attrs.fields(GrootBatch):
+            value = getattr(self, field.name)
+            values[field.name] = fn(value) if isinstance(value, torch.Tensor) and field.name not in _HOST_FIELDS \
+                else value
+        return GrootBatch(**values)
+
+    def to(self, device: torch.device | str) -> GrootBatch:
+        """A copy with every tensor but ``sample_index`` on ``device`` (non-blocking)."""
+        return self._map(lambda t: t.to(device, non_blocking=True))
+
+    def pin_memory(self) -> GrootBatch:
+        """Pinned copy (DataLoader(pin_memory=True) calls it on custom batch types)."""
+        return self._map(lambda t: t.pin_memory())
+
+    @property
+    def batch_size(self) -> int:
+        """Number of samples."""
+        return int(self.input_ids.shape[0])
