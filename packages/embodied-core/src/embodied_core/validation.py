@@ -6,7 +6,8 @@ imported which spec:
 - the configuration and the registry (:mod:`embodied_core.config.validate`): plugin names, loading every
   selected plugin, the ``checks`` each selected plugin's spec declares, flags no selected plugin reads, and
   rules spanning fields;
-- the trainer's own flags (:mod:`embodied_core.trainer.checks`) and the launch and distributed flags
+- the trainer's own flags (:mod:`embodied_core.trainer.checks`), the LoRA flags
+  (:mod:`embodied_core.lora.options`) and the launch and distributed flags
   (:mod:`embodied_core.distributed.validation`);
 - each section's ``validate()`` (the model's and the data config's own rules).
 
@@ -21,6 +22,7 @@ from embodied_core.config.run_config import RunConfig
 from embodied_core.config.validate import config_problems, world_size_from_env
 from embodied_core.distributed.validation import distributed_problems
 from embodied_core.errors import ConfigError, NotSupportedYetError
+from embodied_core.lora.options import lora_problems
 from embodied_core.trainer.checks import check_trainer_flags
 
 __all__ = ["run_config_problems", "validate_run_config"]
@@ -32,6 +34,7 @@ def run_config_problems(config: RunConfig, *, world_size: int, plugins: Iterable
     problems, unsupported = config_problems(config, world_size=world_size, plugins=plugins)
     problems.extend(distributed_problems(config.training))
     problems.extend(check_trainer_flags(config))
+    problems.extend(lora_problems(config.training))
     problems.extend(config.model.validate())
     problems.extend(config.data.validate())
     return problems, unsupported

@@ -19,6 +19,7 @@ from typing import Any
 
 from embodied_core.errors import CheckpointError, UsageError
 from embodied_dist.export import add_export_parser, run_export
+from embodied_dist.merge_lora_cmd import add_merge_lora_parser, run_merge_lora
 
 __all__ = ["convert", "main"]
 
@@ -39,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     convert_.add_argument("--optimizer", type=Path, default=None, metavar="PATH",
                           help="also write the consolidated optimizer state (torch.save, keyed by parameter name)")
     add_export_parser(commands)
+    add_merge_lora_parser(commands)
     return parser
 
 
@@ -113,6 +115,8 @@ def main(argv: Sequence[str]) -> int:
         return int(exc.code or 0)
     if args.command == "export":
         return run_export(args)
+    if args.command == "merge-lora":
+        return run_merge_lora(args)
     counts = convert(args.src, args.dst, fmt=args.format, optimizer=args.optimizer)
     print(f"wrote {args.dst} ({counts['tensors']} tensors)"
           + (f" and {args.optimizer} ({counts['optimizer_entries']} parameters' optimizer state)"

@@ -30,6 +30,10 @@ SAVE_FORMATS = ("safetensors", "pt", "dcp")
 
 
 def _writer(options: WriterOptions, strategy: DistributedStrategy) -> CheckpointWriter:
+    if options.save_format == "lora":  # every --use-lora run: adapters in PEFT's format (embodied_core.lora)
+        from embodied_core.lora.checkpoint import LORA_FORMAT
+
+        return LORA_FORMAT.writer(options, strategy)
     if options.save_format not in SAVE_FORMATS:
         raise UsageError(f"--save-format {options.save_format!r}: valid formats are {', '.join(SAVE_FORMATS)}")
     if options.save_format == "dcp":  # sharded: every rank writes (imports torch.distributed.checkpoint)
@@ -47,7 +51,7 @@ class Checkpointer:
     Args:
         output_dir: the run's ``--output-dir``.
         strategy: provides ranks, barriers and (sharded) state dicts.
-        save_format: ``--save-format`` (selects the writer).
+        save_format: ``--save-format`` (selects the writer), or ``"lora"`` for a ``--use-lora`` run.
         save_training_state: ``--save-training-state``.
         keep_last: keep only the newest K checkpoints (``--save-total-limit``; None keeps all).
         async_save: write DCP checkpoints in the background (``--async-save``); :meth:`wait` (or closing the

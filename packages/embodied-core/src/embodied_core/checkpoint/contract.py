@@ -74,6 +74,9 @@ class CheckpointFormat:
         model_shapes: ``(path, meta) -> {key: shape}`` of the stored weights (after ``check_files``).
         restore: ``(path, meta, strategy, model, optimizer, scheduler) -> ResumeState``; called only after
             both checks passed, so a restore never starts from a checkpoint that cannot finish.
+        expected_shapes: ``(module) -> {key: shape}`` the format stores for the (unwrapped) model, compared with
+            ``model_shapes``; None: the whole ``state_dict()`` (formats that store part of the model, such as LoRA
+            adapters, say which part).
     """
 
     names: tuple[str, ...]
@@ -81,3 +84,4 @@ class CheckpointFormat:
     check_files: Callable[[Path, dict[str, Any], DistributedStrategy], None]
     model_shapes: Callable[[Path, dict[str, Any]], dict[str, tuple[int, ...]]]
     restore: Callable[..., ResumeState]
+    expected_shapes: Callable[[nn.Module], dict[str, tuple[int, ...]]] | None = None

@@ -25,8 +25,8 @@ from embodied_core.config.provenance import embodied_versions
 from embodied_core.distributed.base import DistributedStrategy
 from embodied_core.errors import CheckpointError
 
-__all__ = ["FILE_FORMAT", "FileCheckpointWriter", "load_model_file", "optimizer_file", "save_model_file",
-           "training_state_files"]
+__all__ = ["FILE_FORMAT", "FileCheckpointWriter", "check_training_state", "load_model_file", "optimizer_file",
+           "restore_training_state", "save_model_file", "training_state_files"]
 
 SCHEDULER_FILE = "scheduler.pt"
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -106,9 +106,7 @@ class FileCheckpointWriter:
             tmp.mkdir(parents=True)
         strategy.barrier()
         started = time.perf_counter()
-        model_state = strategy.model_state_dict(model)
-        if strategy.is_main:
-            save_model_file(model_state, tmp, options.save_format)
+        self.write_weights(model, tmp)
         if options.save_training_state:
             state_dir = tmp / TRAINING_STATE_DIR
             state_dir.mkdir(exist_ok=True)
@@ -129,6 +127,12 @@ class FileCheckpointWriter:
         strategy.barrier()
         return final
 
+    def write_weights(self, model: nn.Module, directory: Path) -> None:
+        """Writes the weights into the temporary ``directory`` (collective; rank 0 writes the gathered model)."""
+        model_state = self.strategy.model_state_dict(model)
+        if self.strategy.is_main:
+            save_model_file(model_state, directory, self.options.save_format)
+
     def wait(self) -> None:
         """Nothing is ever in flight."""
 
@@ -136,6 +140,11 @@ class FileCheckpointWriter:
 def check_files(path: Path, meta: dict[str, Any], strategy: DistributedStrategy) -> None:
     """Weights readable; with training state: same world size, every rank's files readable, counters parseable."""
     model_shapes(path, meta)
+    check_training_state(path, meta, strategy)
+
+
+def check_training_state(path: Path, meta: dict[str, Any], strategy: DistributedStrategy) -> None:
+    """With training state: same world size, every rank's files readable, counters parseable."""
     if not meta.get("training_state"):
         return
     if meta["world_size"] != strategy.world_size:
@@ -168,8 +177,14 @@ def model_shapes(path: Path, meta: dict[str, Any]) -> dict[str, tuple[int, ...]]
 def restore(path: Path, meta: dict[str, Any], strategy: DistributedStrategy, *, model: nn.Module,
             optimizer: torch.optim.Optimizer, scheduler: Any) -> ResumeState:
     """Loads weights, optimizer and scheduler of a checked checkpoint; returns ``(rank_state, shared_state)``."""
-    state_dir = path / TRAINING_STATE_DIR
     strategy.load_model_state_dict(model, load_model_file(path))
+    return restore_training_state(path, strategy, model=model, optimizer=optimizer, scheduler=scheduler)
+
+
+def restore_training_state(path: Path, strategy: DistributedStrategy, *, model: nn.Module,
+                           optimizer: torch.optim.Optimizer, scheduler: Any) -> ResumeState:
+    """Loads optimizer, scheduler and this rank's state from ``training_state/``; ``(rank_state, shared_state)``."""
+    state_dir = path / TRAINING_STATE_DIR
     strategy.load_optimizer_state_dict(model, optimizer, torch_load(optimizer_file(state_dir, strategy)))
     scheduler.load_state_dict(torch_load(state_dir / SCHEDULER_FILE))
     rank_state = torch_load(state_dir / f"rank{strategy.rank}.pt")

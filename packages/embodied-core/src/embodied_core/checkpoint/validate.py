@@ -33,11 +33,13 @@ def checkpoint_format(path: Path, meta: dict[str, Any]) -> CheckpointFormat:
     """The format that reads the checkpoint ``path`` (by its ``meta.json`` ``format``)."""
     from embodied_core.checkpoint.dcp import DCP_FORMAT
     from embodied_core.checkpoint.file_format import FILE_FORMAT
+    from embodied_core.lora.checkpoint import LORA_FORMAT
 
-    for fmt in (FILE_FORMAT, DCP_FORMAT):
+    for fmt in (FILE_FORMAT, DCP_FORMAT, LORA_FORMAT):
         if meta["format"] in fmt.names:
             return fmt
-    raise CheckpointError(f"{path / META_FILE}: unknown format {meta['format']!r} (known: safetensors, pt, dcp)")
+    raise CheckpointError(f"{path / META_FILE}: unknown format {meta['format']!r} (known: safetensors, pt, dcp, "
+                          "lora)")
 
 
 def check_resumable(path: Path, strategy: DistributedStrategy) -> dict[str, Any]:
@@ -61,8 +63,10 @@ def check_resumable(path: Path, strategy: DistributedStrategy) -> dict[str, Any]
 def _weights_name(path: Path, meta: dict[str, Any]) -> Path:
     from embodied_core.checkpoint.dcp import DCP_DIR
     from embodied_core.checkpoint.layout import MODEL_PT, MODEL_SAFETENSORS
+    from embodied_core.lora.layout import ADAPTER_WEIGHTS
 
-    return path / {"safetensors": MODEL_SAFETENSORS, "pt": MODEL_PT}.get(meta["format"], f"{DCP_DIR}/.metadata")
+    names = {"safetensors": MODEL_SAFETENSORS, "pt": MODEL_PT, "lora": ADAPTER_WEIGHTS}
+    return path / names.get(meta["format"], f"{DCP_DIR}/.metadata")
 
 
 def _shown(keys: list[str]) -> str:
@@ -76,9 +80,11 @@ def check_fits_model(path: Path, meta: dict[str, Any], model: nn.Module, optimiz
     Raises:
         CheckpointError: naming the weights file and every kind of difference.
     """
-    stored = checkpoint_format(path, meta).model_shapes(path, meta)
+    fmt = checkpoint_format(path, meta)
+    stored = fmt.model_shapes(path, meta)
     module = strategy.unwrap_model(model)
-    expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    expected = (fmt.expected_shapes(module) if fmt.expected_shapes is not None
+                else {k: tuple(v.shape) for k, v in module.state_dict().items()})
     missing = sorted(set(expected) - set(stored))
     unexpected = sorted(set(stored) - set(expected))
     mismatched = sorted(f"{k}: checkpoint {stored[k]} vs model {expected[k]}" for k in set(stored) & set(expected)

@@ -10,7 +10,7 @@ from typing import Literal
 
 import attrs
 
-from embodied_core.config.validators import non_negative, positive
+from embodied_core.config.validators import non_negative, positive, probability
 
 __all__ = ["ReshardPolicy", "TrainingArgs"]
 
@@ -183,6 +183,33 @@ class TrainingArgs:
     freeze_modules: str = ""
     """Comma-separated module paths (named_modules()) whose parameters are frozen; a path that matches
     nothing is an error."""
+
+    # --- LoRA (PEFT) ---
+    use_lora: bool = False
+    """Inject LoRA adapters (PEFT) into the model after --pretrained-checkpoint is loaded and before freezing and
+    wrapping; the base model is frozen, only the adapters (and --lora-modules-to-save) train. Checkpoints then
+    hold the adapters in PEFT's format plus a reference to the base weights (needs embodied-core[lora])."""
+    lora_r: int = attrs.field(default=16, validator=positive)
+    """LoRA rank (PEFT `r`): the inner dimension of each adapter."""
+    lora_alpha: int = attrs.field(default=32, validator=positive)
+    """LoRA scaling alpha (PEFT `lora_alpha`); an adapter's update is scaled by alpha / r."""
+    lora_dropout: float = attrs.field(default=0.0, validator=probability)
+    """Dropout probability on the adapter input (PEFT `lora_dropout`); must be < 1."""
+    lora_target_modules: str | None = None
+    """Layers that get adapters: comma-separated module names (each matches a module path or its last
+    dotted parts, PEFT's rule, e.g. `q_proj,v_proj`) or one regular expression matched against whole module
+    paths (any value with characters other than letters, digits, `_`, `.` and `,`). None: the model's
+    default_lora_targets(). Every target must be a Linear, Conv or Embedding layer."""
+    lora_modules_to_save: str | None = None
+    """Comma-separated module names (path or dotted suffix, like --lora-target-modules) trained in full next to
+    the adapters (PEFT `modules_to_save`), e.g. a new action head; stored with the adapters."""
+    lora_bias: Literal["none", "all", "lora_only"] = "none"
+    """Which biases train (PEFT `bias`): none, all (every bias of the model), lora_only (the adapted layers')."""
+    lora_init: str = "true"
+    """Adapter initialisation (PEFT `init_lora_weights`): true (A Kaiming-uniform, B zero: a no-op at start),
+    false (both random), gaussian, orthogonal (needs an even --lora-r), mica, pissa, pissa_niter_<K>, olora.
+    pissa/olora move the principal part of each weight into the adapter; checkpoints store the adapter
+    converted to a plain LoRA of rank 2r relative to the original base, so merging and loading stay exact."""
 
     # --- Distributed ---
     distributed_strategy: str = "fsdp"

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -29,7 +30,10 @@ from embodied_core.policy.folder import (
 )
 from embodied_core.policy.load import checkpoint_step, read_weights
 
-__all__ = ["ExportResult", "export_policy"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["ExportResult", "check_destination", "export_policy", "write_policy_folder"]
 
 
 @attrs.frozen
@@ -43,9 +47,10 @@ class ExportResult:
     num_bytes: int
 
 
-def _check_destination(dst: Path) -> None:
+def check_destination(dst: Path) -> None:
+    """UsageError when ``dst`` exists and is not an empty directory."""
     if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
-        raise UsageError(f"export destination {dst} exists and is not an empty directory; choose a new path")
+        raise UsageError(f"destination {dst} exists and is not an empty directory; choose a new path")
 
 
 def export_policy(src: str | Path, dst: str | Path) -> ExportResult:
@@ -59,14 +64,24 @@ def export_policy(src: str | Path, dst: str | Path) -> ExportResult:
         UsageError: ``dst`` exists and is not empty.
         CheckpointError: ``src`` is not a complete policy folder or its weights cannot be read.
     """
-    from embodied_core.checkpoint.checkpointer import save_model_file
-
     dst = Path(dst)
-    _check_destination(dst)
+    check_destination(dst)
     folder = resolve_policy_dir(src).resolve()
     doc = read_policy_doc(folder)
     step = checkpoint_step(folder, doc)
     weights = read_weights(folder)
+    write_policy_folder(folder, doc, weights, dst, step=step, record={"exported_from": str(folder)})
+    return ExportResult(source=folder, destination=dst, step=step, num_tensors=len(weights),
+                        num_bytes=folder_size(dst / MODEL_SAFETENSORS))
+
+
+def write_policy_folder(folder: Path, doc: dict[str, Any], weights: dict[str, torch.Tensor], dst: Path, *,
+                        step: int | None, record: dict[str, Any]) -> None:
+    """Writes ``weights`` as ``model.safetensors`` and the policy files of ``folder`` (its ``doc``) to ``dst``,
+    under a temporary name renamed when complete; ``record`` (where the folder came from) goes into ``policy.json``
+    and ``meta.json``. ``dst`` must not exist or be empty (checked by the caller)."""
+    from embodied_core.checkpoint.checkpointer import save_model_file
+
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.parent / f".tmp-export-{dst.name}-{os.getpid()}"
     if tmp.exists():
@@ -80,10 +95,10 @@ def export_policy(src: str | Path, dst: str | Path) -> ExportResult:
             shutil.copytree(folder / tokenizer, tmp / tokenizer)
         if (folder / ASSETS_DIR).is_dir():
             shutil.copytree(folder / ASSETS_DIR, tmp / ASSETS_DIR)
-        exported = {**doc, "stats_file": STATS_FILE, "step": step, "exported_from": str(folder)}
+        exported = {**doc, "stats_file": STATS_FILE, "step": step, **record}
         (tmp / POLICY_FILE).write_text(json.dumps(exported, indent=2))
         meta = {"step": step, "format": "safetensors", "world_size": 1, "training_state": False,
-                "exported_from": str(folder), "versions": embodied_versions()}
+                **record, "versions": embodied_versions()}
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
         if dst.exists():
             dst.rmdir()  # empty (checked above)
@@ -91,5 +106,3 @@ def export_policy(src: str | Path, dst: str | Path) -> ExportResult:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return ExportResult(source=folder, destination=dst, step=step, num_tensors=len(weights),
-                        num_bytes=folder_size(dst / MODEL_SAFETENSORS))

@@ -47,6 +47,12 @@ DCP_DIR = "dcp"
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     """The model weights of a checkpoint or exported folder (safetensors, pt with weights_only, or DCP)."""
     from embodied_core.checkpoint.readers import read_tensors
+    from embodied_core.lora.layout import is_adapter_folder
+
+    if is_adapter_folder(folder):
+        raise CheckpointError(f"{folder}: holds LoRA adapters and a reference to the base weights, not full weights; "
+                              f"`embodied checkpoint merge-lora {folder} DST` writes a policy folder with the merged "
+                              "weights (load_policy and embodied serve take the adapter folder as it is)")
 
     for name in (MODEL_SAFETENSORS, MODEL_PT):
         if (folder / name).is_file():
@@ -155,11 +161,22 @@ class PolicyFolder:
         return make_transforms(model_config, data_config, stats=self.stats)
 
     def build_model(self, model_config: Any = None, data_config: Any = None, *, device: str = "cpu") -> nn.Module:
-        """The model from its plugin factory with the folder's weights loaded strictly, in eval mode."""
+        """The model from its plugin factory with the folder's weights loaded strictly, in eval mode.
+
+        A LoRA checkpoint (``adapter_config.json``) builds the base it references and injects its adapters, loaded
+        strictly; the adapters stay unmerged, so outputs are those of training (``embodied checkpoint merge-lora``
+        folds them into the weights)."""
         import torch
+
+        from embodied_core.lora.layout import is_adapter_folder
 
         model = self.spec.load_factory()(self.model_config if model_config is None else model_config,
                                          self.data_config if data_config is None else data_config)
+        if is_adapter_folder(self.path):
+            from embodied_core.lora.policy import load_adapter_checkpoint
+
+            load_adapter_checkpoint(model, self.path)
+            return model.to(torch.device(device)).eval()
         weights = read_weights(self.path)
         try:
             model.load_state_dict(weights, strict=True)

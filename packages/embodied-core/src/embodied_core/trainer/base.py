@@ -121,6 +121,7 @@ class BaseTrainer:
         if self.strategy.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             self.write_config()
+        self._resume_candidate = resume_path  # a LoRA resume loads the base its checkpoint references
         self.model = self.strategy.wrap_model(self.prepare_model(resuming=resume_path is not None))
         self.optimizer = self.build_optimizer()
         self.scheduler = components.build_scheduler(self.optimizer, args,
@@ -131,7 +132,8 @@ class BaseTrainer:
         self.data_stats = data.stats  # what make_transforms received (None: the model declares no transforms)
         self.dataset_features = data.features
         self.transforms = data.transforms
-        self.checkpointer = Checkpointer(self.output_dir, self.strategy, save_format=args.save_format,
+        self.checkpointer = Checkpointer(self.output_dir, self.strategy,
+                                         save_format="lora" if args.use_lora else args.save_format,
                                          save_training_state=args.save_training_state,
                                          keep_last=args.save_total_limit, async_save=args.async_save,
                                          write_extras=self.build_policy_writer(fps=data.dataset.fps))
@@ -159,13 +161,16 @@ class BaseTrainer:
         return self.model_spec.load_factory()(self.config.model, self.config.data)
 
     def prepare_model(self, *, resuming: bool) -> nn.Module:
-        """The model with ``--pretrained-checkpoint`` loaded (unless resuming) and ``--freeze-modules`` frozen.
+        """The model with ``--pretrained-checkpoint`` loaded (unless resuming), LoRA adapters injected
+        (``--use-lora``) and ``--freeze-modules`` frozen.
 
         The built model is checked against the model-plugin protocol first (a PluginError names each member a
         plugin lacks or mistypes)."""
         model = self.build_model()
         check_model_plugin(model, model_name=self.model_spec.name)
-        if self.args.pretrained_checkpoint:
+        if self.args.use_lora:
+            self.apply_lora(model)
+        elif self.args.pretrained_checkpoint:
             if resuming:
                 logger.info("--pretrained-checkpoint %s not loaded: resuming restores all weights",
                             self.args.pretrained_checkpoint)
@@ -175,6 +180,16 @@ class BaseTrainer:
         if self.strategy.is_main:
             logger.info("%s", report)
         return model
+
+    def apply_lora(self, model: nn.Module) -> None:
+        """``--use-lora``: loads the base weights (also when resuming: a LoRA checkpoint holds only the adapters),
+        injects PEFT's adapters into the model itself and freezes the base (:mod:`embodied_core.lora.training`)."""
+        from embodied_core.lora.training import setup_lora
+
+        report = setup_lora(model, self.args, output_dir=self.output_dir, is_main=self.strategy.is_main,
+                            resume_path=getattr(self, "_resume_candidate", None), load_pretrained=self.load_pretrained)
+        if self.strategy.is_main:
+            logger.info("%s", report)
 
     def load_pretrained(self, model: nn.Module, path: str) -> None:
         """Loads pretrained weights strictly (one report type: :class:`embodied_core.checkpoint.keymap.LoadReport`).
