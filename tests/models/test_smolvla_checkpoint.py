@@ -13,7 +13,7 @@ from embodied_core.errors import CheckpointError
 from embodied_models.smolvla.checkpoint import key_map, load_smolvla_checkpoint
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig
 from embodied_models.smolvla.modeling import SmolVLAModel
-from tests.models.test_smolvla_golden import FIXTURE, fixture_configs
+from tests.models.test_smolvla_golden import FIXTURE, fixture_configs, one_thread  # noqa: F401
 
 OFFICIAL_PARAMS = 450_046_176
 """Tensors of lerobot/smolvla_base's model.safetensors, counted once each: vision encoder 86,433,024 + connector

@@ -55,6 +55,16 @@ def fixture_configs(fixture: Path = FIXTURE, attn: str = "eager", **model: objec
     return model_cfg, data_cfg
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread: on the shared 2-core box two threads contend with other jobs (a tiny forward then
+    takes ~1 s instead of ~40 ms)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def fixture_data() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     assert FIXTURE.is_dir(), f"{FIXTURE} missing; set SHARED_DATA_DIR to the shared folder"
