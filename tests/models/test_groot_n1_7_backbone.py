@@ -36,7 +36,8 @@ def pair():
     for key, value in hf.state_dict().items():
         if key.startswith("visual."):
             state[key] = value
-        elif key.startswith("language_model.") and not key.startswith(("language_model.norm", "language_model.layers.2")):
+        elif key.startswith("language_model.") and not key.startswith(("language_model.norm",
+                                                                        "language_model.layers.2")):
             state[key.removeprefix("language_model.")] = value
     ours.load_state_dict(state, strict=True)
     return ours, hf, processor

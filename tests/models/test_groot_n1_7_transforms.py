@@ -57,7 +57,7 @@ def setup(tmp_path_factory):
 
 
 def test_a_strategy_sample_becomes_views_prompt_state_and_padded_actions(setup):
-    config, dataset, stats, transforms = setup
+    _, dataset, stats, transforms = setup
     sample = dataset[94 + 12]  # episode 3, frame 12: "stack the blue block"
     out = transforms.sample_transform(dict(sample))
     assert out["images"].shape == (2, 3, 32, 32) and out["images"].dtype == torch.uint8
@@ -89,7 +89,7 @@ def test_postprocess_inverts_the_action_normalization(setup):
 
 
 def test_an_inference_observation_needs_no_action(setup):
-    config, dataset, _, transforms = setup
+    _, dataset, _, transforms = setup
     sample = {k: v for k, v in dataset[3].items() if not k.startswith("action")}
     batch = transforms.collate_fn([transforms.sample_transform(sample)])
     assert batch.actions is None and batch.action_mask is None and batch.images.shape == (1, 2, 3, 32, 32)
