@@ -140,18 +140,28 @@ class XvlaModel(EmbodiedModel):
         return (u + torch.arange(batch_size, device=u.device, dtype=u.dtype) / batch_size) % (1 - 1e-5)
 
     def training_outputs(self, batch: XvlaPreparedBatch, *, noise: torch.Tensor | None = None,
-                         t_uniform: torch.Tensor | None = None) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+                         t_uniform: torch.Tensor | None = None, times: torch.Tensor | None = None,
+                         ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The loss dict and the clean-action prediction [B, T, D] of a training batch.
 
-        Draws (when not given) in the reference's order: ``u = torch.rand(1)``, then ``noise = randn_like(a)``.
+        Args:
+            noise: the Gaussian noise [B, T, D] (None: ``randn_like`` of the targets).
+            t_uniform: the batch's uniform draw ``u`` [1] that sets the stratified times (None: ``torch.rand(1)``).
+            times: per-sample flow times [B], used instead of ``u`` (e.g. to make draws independent of how a
+                batch is split over ranks).
+
+        Draws what is not given in the reference's order: ``u = torch.rand(1)``, then ``noise``.
         """
         if batch.actions is None:
             raise ValueError("the batch has no actions; training needs them (inference: sample_actions)")
         actions = batch.actions.float()
         encoded = self.encode(batch)
         b = actions.shape[0]
-        u = torch.rand(1, device=actions.device) if t_uniform is None else t_uniform.to(actions.device)
-        t = self.flow_times(u.float(), b)
+        if times is not None:
+            t = times.to(device=actions.device, dtype=actions.dtype)
+        else:
+            u = torch.rand(1, device=actions.device) if t_uniform is None else t_uniform.to(actions.device)
+            t = self.flow_times(u.float(), b)
         noise = torch.randn_like(actions) if noise is None else noise.to(actions)
         x_t = noise * t.view(-1, 1, 1) + actions * (1 - t).view(-1, 1, 1)
         pred = self.denoise(encoded, batch, x_t, t)
