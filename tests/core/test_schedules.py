@@ -23,6 +23,7 @@ STYLES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", 
 
 
 def _lr_fn(style: str, **extra: Any) -> Any:
+    extra = {"lr_end": MIN, **extra} if style == "polynomial" else extra
     args = TrainingArgs(lr_decay_style=style, lr_warmup_iters=W, lr_decay_iters=D, train_iters=500, min_lr=MIN,
                         **extra)
     return registry.load_factory(groups.LR_SCHEDULERS, style)(args)
@@ -114,20 +115,49 @@ def test_inverse_sqrt_without_warmup_and_without_floor() -> None:
     assert lr(1000, 1.0) == lr(100, 1.0)
 
 
-def test_lambda_linear_cycles_repeat_past_the_first_cycle() -> None:
-    lr = _lr_fn("lambda_linear")
-    for n in (0, 5, W - 1, W, 50, D - 1):
-        expected = MIN + (BASE - MIN) * ((n + 1) / W if n < W else (D - n) / (D - W))
-        assert lr(n, BASE) == pytest.approx(expected)
-        for cycle in (1, 2, 7):  # the run goes on: every cycle repeats the first
-            assert lr(cycle * D + n, BASE) == pytest.approx(expected)
-    assert lr(W, BASE) == pytest.approx(BASE)
-    assert lr(D - 1, BASE) == pytest.approx(MIN + (BASE - MIN) / (D - W))
+def test_polynomial_ends_at_lr_end_not_at_min_lr() -> None:
+    args = TrainingArgs(lr_decay_style="polynomial", lr_warmup_iters=0, lr_decay_iters=10, min_lr=1e-3, lr_end=1e-6,
+                        lr_decay_power=2.0)
+    lr = registry.load_factory(groups.LR_SCHEDULERS, "polynomial")(args)
+    assert lr(10, 1.0) == pytest.approx(1e-6)
+    assert lr(5, 1.0) == pytest.approx((1.0 - 1e-6) * 0.5**2 + 1e-6)
+    assert lr(10, 1e-7) == pytest.approx(1e-7)  # --lr-end above a group's peak: the group ends at its peak
+
+
+def test_polynomial_default_end_is_loongforge_default() -> None:
+    lr = registry.load_factory(groups.LR_SCHEDULERS, "polynomial")(TrainingArgs(lr_decay_style="polynomial",
+                                                                                lr_warmup_iters=0, lr_decay_iters=4))
+    assert lr(4, 1e-3) == pytest.approx(1e-7)
+
+
+LAMBDA = {"lambda_f_start": 0.1, "lambda_f_max": 0.8, "lambda_f_min": 0.05, "lambda_cycle_length": 60}
+
+
+def test_lambda_linear_follows_loongforge_formula_and_repeats() -> None:
+    c, f_start, f_max, f_min = 60, 0.1, 0.8, 0.05
+    lr = _lr_fn("lambda_linear", **LAMBDA)
+    for n in (0, 5, W - 1, W, 30, c - 1):
+        factor = (f_max - f_start) * n / W + f_start if n < W else f_min + (f_max - f_min) * (c - n) / (c - W)
+        assert lr(n, BASE) == pytest.approx(BASE * factor)
+        for cycle in (1, 2, 7):  # the run goes on: every cycle repeats the first (--lr-decay-iters plays no part)
+            assert lr(cycle * c + n, BASE) == pytest.approx(BASE * factor)
+    assert lr(0, BASE) == pytest.approx(BASE * f_start)
+    assert lr(W, BASE) == pytest.approx(BASE * f_max)
+
+
+def test_lambda_linear_defaults_are_loongforge_defaults() -> None:
+    args = TrainingArgs(lr_decay_style="lambda_linear", lr_warmup_iters=100)
+    lr = registry.load_factory(groups.LR_SCHEDULERS, "lambda_linear")(args)
+    assert lr(0, 1.0) == 0.0 and lr(50, 1.0) == pytest.approx(0.2)  # f_start 0 -> f_max 0.4 over the warmup
+    assert lr(100, 1.0) == pytest.approx(0.4) and lr(9_999, 1.0) == pytest.approx(0.4 / 9_900)
+    assert lr(10_000, 1.0) == 0.0  # cycle length 10000: the next cycle starts
 
 
 @pytest.mark.parametrize("style", STYLES)
 def test_lambda_lr_applies_the_schedule_to_each_group_peak(style: str) -> None:
-    args = TrainingArgs(lr_decay_style=style, lr_warmup_iters=3, lr_decay_iters=12, train_iters=20, min_lr=1e-5)
+    cycle = {"lambda_cycle_length": 12} if style == "lambda_linear" else {}
+    args = TrainingArgs(lr_decay_style=style, lr_warmup_iters=3, lr_decay_iters=12, train_iters=20, min_lr=1e-5,
+                        **cycle)
     params = [torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2))]
     optimizer = torch.optim.SGD([{"params": [params[0]], "lr": 1e-3}, {"params": [params[1]], "lr": 5e-2}], lr=1.0)
     scheduler = components.build_scheduler(optimizer, args)
@@ -147,7 +177,11 @@ def _config(**training: Any) -> RunConfig:
 @pytest.mark.parametrize(("training", "message"), [
     ({"lr_num_cycles": 3}, "--lr-num-cycles 3: read only by --lr-decay-style cosine_with_restarts"),
     ({"lr_decay_power": 2.0, "lr_decay_style": "linear"}, "--lr-decay-power 2.0: read only by"),
-    ({"lr_decay_style": "lambda_linear", "lr_warmup_iters": 50, "train_iters": 50}, "must be shorter than the cycle"),
+    ({"lr_decay_style": "lambda_linear", "lr_warmup_iters": 50, "lambda_cycle_length": 50},
+     "must be shorter than the cycle length --lambda-cycle-length 50"),
+    ({"lambda_f_max": 1.0}, "--lambda-f-max 1.0: read only by --lr-decay-style lambda_linear"),
+    ({"lambda_cycle_length": 7, "lr_decay_style": "cosine"}, "--lambda-cycle-length 7: read only by"),
+    ({"lr_end": 0.0}, "--lr-end 0.0: read only by --lr-decay-style polynomial"),
 ])
 def test_schedule_flags_are_validated(training: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):

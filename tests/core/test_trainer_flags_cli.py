@@ -20,7 +20,8 @@ def test_many_trainer_flags_at_once(tmp_path: Path) -> None:
     result = run_embodied(
         *BASE, "--output-dir", str(out), "--train-iters", "4", "--dtype", "float16",
         "--optimizer", "TorchFusedAdamW", "--lr-decay-style", "lambda_linear", "--lr-warmup-iters", "1",
-        "--lr-decay-iters", "3", "--min-lr", "1e-5", "--lr-group", "head.4=1e-2,head=1e-4",
+        "--lambda-cycle-length", "3", "--lambda-f-start", "0.5", "--lambda-f-max", "1", "--lambda-f-min", "0.001",
+        "--lr-group", "head.4=1e-2,head=1e-4",
         "--weight-decay-grouping", "bias_norm", "--freeze-modules", "encoder.net.0", "--clip-grad", "0",
         "--save-interval", "2", "--save-format", "pt", "--save-total-limit", "1", "--deterministic-mode",
         "--disable-tf32", "--manual-gc", "--manual-gc-interval", "2", "--detail-log-interval", "2",
@@ -29,8 +30,8 @@ def test_many_trainer_flags_at_once(tmp_path: Path) -> None:
     records = metrics(out)
     assert [r["step"] for r in records] == [1, 2, 3, 4]
     assert all(r["loss_scale"] > 0 for r in records)  # float16 with a GradScaler
-    # lambda_linear cycles of 3 updates: peak, peak, halfway down to --min-lr, then the next cycle's peak
-    assert [r["lr/head.4"] for r in records] == pytest.approx([1e-2, 1e-2, (1e-2 + 1e-5) / 2, 1e-2])
+    # lambda_linear cycles of 3 updates: f_start, f_max, halfway down to f_min, then the next cycle's f_start
+    assert [r["lr/head.4"] for r in records] == pytest.approx([5e-3, 1e-2, (1e-2 + 1e-5) / 2, 5e-3])
     assert "time/optimizer_s/rank0" in records[1] and "time/optimizer_s" not in records[0]
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["latest", "step_4"]
     assert (out / "checkpoints/step_4/model.pt").is_file()

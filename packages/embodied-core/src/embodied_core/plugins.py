@@ -31,13 +31,14 @@ def _schedule(name: str, description: str) -> PluginSpec:
 LINEAR = _schedule("linear", "warmup, then linear decay to 0")
 COSINE = _schedule("cosine", "warmup, then half a cosine to 0")
 COSINE_WITH_RESTARTS = _schedule("cosine_with_restarts", "warmup, then --lr-num-cycles hard-restart cosines to 0")
-POLYNOMIAL = _schedule("polynomial", "warmup, then (1-p)^--lr-decay-power decay to --min-lr")
+POLYNOMIAL = _schedule("polynomial", "warmup, then (1-p)^--lr-decay-power decay to --lr-end")
 CONSTANT = _schedule("constant", "constant LR, no warmup")
 CONSTANT_WITH_WARMUP = _schedule("constant_with_warmup", "warmup, then constant")
 INVERSE_SQRT = _schedule("inverse_sqrt", "warmup, then 1/sqrt(step) decay, held after --lr-decay-iters")
 COSINE_WITH_MIN_LR = _schedule("cosine_with_min_lr", "warmup from 0, then cosine decay to --min-lr")
 COSINE_WARMUP_WITH_MIN_LR = _schedule("cosine_warmup_with_min_lr", "warmup from --min-lr, then cosine to --min-lr")
-LAMBDA_LINEAR = _schedule("lambda_linear", "repeating cycles: warmup from --min-lr, linear decay to --min-lr")
+LAMBDA_LINEAR = _schedule("lambda_linear", "repeating --lambda-cycle-length cycles: warmup --lambda-f-start to "
+                          "--lambda-f-max, linear decay to --lambda-f-min")
 
 
 SINGLE = PluginSpec(name="single", description="one process, no wrapping",

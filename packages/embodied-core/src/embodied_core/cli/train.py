@@ -19,6 +19,7 @@ import tyro
 
 from embodied_core import registry
 from embodied_core.cli._argv import boolean_flags, normalize_values, scan_value, split_argv, value_kinds, wants_help
+from embodied_core.config.aliases import canonical_flags
 from embodied_core.config.converter import RawStr
 from embodied_core.config.layers import flag_name
 from embodied_core.config.training_args import TrainingArgs
@@ -107,6 +108,7 @@ def parse_train_argv(argv: Sequence[str], *, environ: dict[str, str] | None = No
         UsageError: unknown model, unknown keys, wrong types, failed validators (all reported together).
     """
     environ = dict(os.environ) if environ is None else environ
+    argv = canonical_flags(argv)  # LoongForge spellings (--polynomial-power, --num-cycles) onto our flags
     flags, dotlist = split_argv(argv, boolean_flags(TrainingArgs))
     selecting = _selecting_values(flags)
     if wants_help(flags) and not _model_selected(flags, dotlist, environ):

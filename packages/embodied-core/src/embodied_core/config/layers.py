@@ -100,7 +100,9 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
 
     An ``EMBODIED_*`` variable that names no flag is an error (a typo must not be silently ignored).
     """
-    fields = {f.name for f in attrs.fields(TrainingArgs)}
+    from embodied_core.config.aliases import canonical_training, field_aliases
+
+    fields = {f.name for f in attrs.fields(TrainingArgs)} | set(field_aliases())
     values: dict[str, Any] = {}
     problems = []
     for key, raw in sorted(environ.items()):
@@ -113,7 +115,7 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
             problems.append(f"{key}: names no flag {flag_name(name)}{did_you_mean(name, fields)}")
     if problems:
         raise ConfigError(problems, source="environment")
-    return {"training": values} if values else {}
+    return {"training": canonical_training(values, source="environment")} if values else {}
 
 
 def is_dotlist_item(token: str) -> bool:

@@ -6,7 +6,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-__all__ = ["tokenizer_path_problem"]
+__all__ = ["dataset_path_under_root", "tokenizer_path_problem"]
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 """``owner/name``: a Hugging Face hub repository id (FLAGS.md: ``--tokenizer-path`` is a local path or a hub id)."""
@@ -31,3 +31,14 @@ def tokenizer_path_problem(value: str) -> str | None:
                 "(pip install huggingface_hub); or pass a local tokenizer directory")
     return (f"--tokenizer-path {value}: no such directory; pass a local tokenizer directory (a folder holding "
             "tokenizer.json or tokenizer.model, e.g. a download of google/paligemma-3b-pt-224)")
+
+
+def dataset_path_under_root(dataset_path: str | None, data_root_dir: str | None) -> str | None:
+    """``--dataset-path`` resolved against ``--data-root-dir``: a relative path under the root (made absolute, so
+    resolving twice changes nothing); an absolute path, or no root, as given."""
+    if dataset_path is None or data_root_dir is None:
+        return dataset_path
+    path = Path(dataset_path).expanduser()
+    if path.is_absolute():
+        return dataset_path
+    return str((Path(data_root_dir).expanduser() / path).absolute())

@@ -13,10 +13,12 @@ from typing import Any
 import attrs
 
 from embodied_core import registry
+from embodied_core.config.aliases import canonical_training
 from embodied_core.config.converter import structure
 from embodied_core.config.infer import resolve_data_fields
 from embodied_core.config.layers import deep_merge, dotlist_layer, env_layer, read_package_yaml, read_yaml
 from embodied_core.config.options import SECTION, option_classes, structure_options
+from embodied_core.config.paths import dataset_path_under_root
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.config.validate import world_size_from_env
@@ -24,7 +26,7 @@ from embodied_core.errors import ConfigError, UsageError
 from embodied_core.registry.groups import MODELS
 from embodied_core.registry.specs import ModelSpec
 
-__all__ = ["load_config", "merged_layers", "model_spec", "select_model_name"]
+__all__ = ["load_config", "merged_layers", "model_spec", "select_model_name", "with_data_root"]
 
 
 def model_spec(name: str) -> ModelSpec:
@@ -75,7 +77,10 @@ def merged_layers(
     if not config_file and spec.default_yaml:
         file_layer = read_package_yaml(spec.default_yaml)
     merged: dict[str, Any] = {}
-    for layer in (file_layer, env, dotlist, explicit):
+    sources = (config_file or spec.default_yaml or "YAML", "environment", "dotlist", "explicit values")
+    for layer, source in zip((file_layer, env, dotlist, explicit), sources, strict=True):
+        if "training" in layer:  # LoongForge spellings (--polynomial-power, ...) onto our fields
+            layer = {**layer, "training": canonical_training(layer["training"], source=str(source))}
         merged = deep_merge(merged, layer)
     merged.setdefault("training", {})["model_name"] = name
     if config_file:
@@ -154,4 +159,13 @@ def load_config(
     explicit = {k: dict(v) for k, v in (("training", training), ("model", model), ("data", data)) if v}
     merged, spec = merged_layers(config_file=config_file, model_name=model_name, overrides=overrides,
                                  explicit=explicit, environ=environ)
-    return resolve_data_fields(structure_sections(merged, spec, source="configuration"))
+    return resolve_data_fields(with_data_root(structure_sections(merged, spec, source="configuration")))
+
+
+def with_data_root(config: RunConfig) -> RunConfig:
+    """``config`` with a relative ``--dataset-path`` resolved against ``--data-root-dir`` (idempotent)."""
+    args = config.training
+    path = dataset_path_under_root(args.dataset_path, args.data_root_dir)
+    if path == args.dataset_path:
+        return config
+    return attrs.evolve(config, training=attrs.evolve(args, dataset_path=path))

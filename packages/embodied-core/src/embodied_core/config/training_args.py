@@ -12,7 +12,10 @@ import attrs
 
 from embodied_core.config.validators import non_negative, positive, probability
 
-__all__ = ["ReshardPolicy", "TrainingArgs"]
+__all__ = ["ALIASES_KEY", "ReshardPolicy", "TrainingArgs"]
+
+ALIASES_KEY = "aliases"
+"""Field metadata key: other spellings of the flag (LoongForge's names) that map onto it exactly."""
 
 ReshardPolicy = bool | int | None
 """FSDP reshard-after-forward policy: True, False, None (FSDP's default), or an int divisor of the shard size."""
@@ -84,6 +87,18 @@ class TrainingArgs:
     """How sample indices are split over ranks (plugin group embodied.samplers): cyclic or block."""
     streaming: bool = False
     """Read the dataset as an iterable (streaming) dataset."""
+    data_root_dir: str | None = None
+    """Directory a relative --dataset-path is resolved against (None: the working directory). An absolute
+    --dataset-path is used as it is."""
+    task_name: str = "perform the task"
+    """Task string a sample gets when its dataset has no task / language annotation for it (no task, or an
+    empty one); samples with a task keep theirs."""
+    sampler_shuffle: bool = True
+    """Shuffle the sample order each epoch (seeded by --seed and the epoch); --no-sampler-shuffle reads the
+    dataset in its own order (split over ranks by --distributed-sampler-mode)."""
+    batch_drop_last: bool = False
+    """Drop the last incomplete batch of each epoch on every rank. Off (the default), the epoch ends with a
+    smaller batch; every rank holds the same number of samples, so the ranks stay in step either way."""
 
     # --- Training basics ---
     train_iters: int = attrs.field(default=150000, validator=positive)
@@ -97,6 +112,10 @@ class TrainingArgs:
     seed: int = 3047
     """Seed of model initialization, data order, augmentations and flow-matching noise; change it to get an
     independent run of the same configuration."""
+    set_seed_by_rank: bool = False
+    """Offset each rank's random streams by its rank after the model is built: sample augmentations and the
+    model's noise draws differ between ranks, the initialization stays identical on every rank and the epoch
+    order stays one permutation split over ranks (so ranks never read the same sample twice in an epoch)."""
     output_dir: str = "outputs/default"
     """Directory for config.yaml, metrics.jsonl, logs and checkpoints."""
 
@@ -114,10 +133,25 @@ class TrainingArgs:
     min_lr: float = attrs.field(default=1e-6, validator=non_negative)
     """Absolute LR floor of the *_min_lr schedules (also the end LR of polynomial and the cycle floor of
     lambda_linear)."""
-    lr_num_cycles: int = attrs.field(default=1, validator=positive)
-    """Number of hard-restart cosine cycles of --lr-decay-style cosine_with_restarts."""
-    lr_decay_power: float = attrs.field(default=1.0, validator=positive)
-    """Power of --lr-decay-style polynomial (1.0 = linear decay to --min-lr)."""
+    lr_num_cycles: float = attrs.field(default=1.0, validator=positive,
+                                       metadata={ALIASES_KEY: ("num_cycles",)})
+    """Number of hard-restart cosine cycles of --lr-decay-style cosine_with_restarts (may be fractional).
+    LoongForge's --num-cycles is an alias of this flag."""
+    lr_decay_power: float = attrs.field(default=1.0, validator=positive,
+                                        metadata={ALIASES_KEY: ("polynomial_power",)})
+    """Power of --lr-decay-style polynomial (1.0 = linear decay to --lr-end). LoongForge's --polynomial-power is
+    an alias of this flag."""
+    lr_end: float = attrs.field(default=1e-7, validator=non_negative)
+    """Final LR of --lr-decay-style polynomial (absolute, capped at each group's own peak LR)."""
+    lambda_f_max: float = attrs.field(default=0.4, validator=non_negative)
+    """--lr-decay-style lambda_linear: peak factor of each group's LR (reached at the end of each cycle's
+    warmup)."""
+    lambda_f_min: float = attrs.field(default=0.0, validator=non_negative)
+    """--lr-decay-style lambda_linear: factor at the end of each cycle's decay."""
+    lambda_f_start: float = attrs.field(default=0.0, validator=non_negative)
+    """--lr-decay-style lambda_linear: factor at the start of each cycle's warmup (--lr-warmup-iters steps)."""
+    lambda_cycle_length: int = attrs.field(default=10000, validator=positive)
+    """--lr-decay-style lambda_linear: cycle length in updates; the cycles repeat for the whole run."""
     clip_grad: float = 1.0
     """Max global gradient norm; <= 0 measures the norm without clipping."""
     weight_decay: float = attrs.field(default=0.01, validator=non_negative)
@@ -176,8 +210,42 @@ class TrainingArgs:
     later with `wandb sync`) or disabled."""
     tensorboard_dir: str | None = None
     """TensorBoard event directory; None disables TensorBoard."""
+    tensorboard_queue_size: int = attrs.field(default=1000, validator=positive)
+    """Events the TensorBoard writer queues before it writes them to disk (SummaryWriter max_queue)."""
     loss_log_rank: list[int] = attrs.field(factory=lambda: [-1])
     """Ranks whose loss is logged; -1 = mean over all ranks."""
+
+    # --- Profiling ---
+    use_pytorch_profiler: bool = False
+    """Record torch.profiler traces (Chrome / TensorBoard format, with record_shapes and profile_memory) over the
+    steps --profile-step-start..--profile-step-end on --profile-ranks."""
+    use_nsys_profiler: bool = False
+    """Bracket the steps --profile-step-start..--profile-step-end with cudaProfilerStart/Stop and one NVTX range
+    per step, for `nsys profile --capture-range=cudaProfilerApi` (CUDA only; exclusive with
+    --use-pytorch-profiler)."""
+    profile_step_start: int = attrs.field(default=10, validator=positive)
+    """First profiled update step (the absolute step number of metrics.jsonl, also after --resume)."""
+    profile_step_end: int = attrs.field(default=12, validator=positive)
+    """Last profiled update step (inclusive)."""
+    profile_ranks: list[int] = attrs.field(factory=lambda: [0])
+    """Ranks that profile."""
+    profile_output_dir: str | None = None
+    """Directory of the traces (default: <output-dir>/profiler); one file per rank."""
+
+    # --- Memory ---
+    activation_checkpoint_module_patterns: str | None = None
+    """Comma-separated dotted module paths (named_modules()); `*` matches one path segment (`layers.*`). Each
+    matched module recomputes its activations in backward (non-reentrant activation checkpointing), applied
+    before DDP/FSDP wrapping; a pattern matching nothing is an error."""
+    activation_checkpoint_skip_modules: str | None = None
+    """Patterns (same syntax) of modules to leave without activation checkpointing among those
+    --activation-checkpoint-module-patterns or the model's own gradient_checkpointing select (selective
+    checkpointing); a pattern matching none of them is an error."""
+    init_on_meta: bool = False
+    """Build the model on the meta device (no memory), shard it (FSDP) or move it to the device (one process,
+    DDP), materialize only this rank's shards with the model's own initialization, then stream
+    --pretrained-checkpoint / --resume weights in a tensor at a time: no rank holds a full copy of the model
+    on the host."""
 
     # --- Freezing ---
     freeze_modules: str = ""
@@ -232,6 +300,26 @@ class TrainingArgs:
     ddp_bucket_cap_mb: int | None = attrs.field(default=None, validator=positive)
     """DDP: size of the gradient all-reduce buckets in MiB (None = DDP's default of 25); larger buckets mean
     fewer, bigger messages."""
+    ddp_bucket_cap_mb_list: list[int] | None = None
+    """DDP: the cap of each bucket in MiB, in bucket order (DDP bucket_cap_mb_list); the last cap repeats for
+    further buckets."""
+    ddp_broadcast_buffers: bool = True
+    """DDP: broadcast rank 0's buffers (e.g. BatchNorm statistics) to every rank before each forward."""
+    ddp_init_sync: bool = True
+    """DDP: broadcast rank 0's parameters and buffers when the model is wrapped, so every rank starts equal."""
+    ddp_skip_all_reduce_unused_params: bool = False
+    """DDP: with --ddp-find-unused-parameters, skip the all-reduce of parameters unused on every rank."""
+    ddp_batched_grad_copy: bool = False
+    """DDP: copy gradients into the buckets in one batched operation instead of one copy per parameter."""
+    ddp_comm_hook: Literal["allreduce_hook", "fp16_compress_hook", "bf16_compress_hook"] | None = None
+    """DDP communication hook: allreduce_hook (DDP's own all-reduce as a hook), fp16_compress_hook or
+    bf16_compress_hook (gradients travel in half precision and are cast back; half the traffic)."""
+    ddp_comm_hook_logging: bool = False
+    """Log on rank 0 what --ddp-comm-hook does: the hook at registration, then each bucket (index, elements,
+    dtype on the wire) the first time it is reduced."""
+    dynamo_optimize_ddp: bool = True
+    """torch._dynamo.config.optimize_ddp while the run lasts (DDP): when compiled code runs under DDP, split
+    graphs at bucket boundaries so communication overlaps compute."""
     zero_parameters_as_bucket_view: bool = False
     """ZeRO-1: pack parameters into contiguous buckets for the parameter broadcast after each step (fewer
     collectives, one extra copy of the parameters)."""
@@ -243,6 +331,15 @@ class TrainingArgs:
     """Reshard after forward for FSDP units: true, false, none, or an int > 1 dividing the shard size."""
     fsdp_reshard_root: ReshardPolicy = attrs.field(default=False, validator=_reshard)
     """Reshard after forward for the root FSDP group."""
+    fsdp_reshard_module_overrides: str | None = None
+    """Per-class reshard after forward, 'Class=value,...' with value true, false, none or an int > 1; overrides
+    --fsdp-reshard-default for the FSDP units of those classes (a class that is no unit is an error)."""
+    fsdp_forward_prefetch_distance: int = attrs.field(default=0, validator=non_negative)
+    """FSDP: each unit explicitly prefetches (all-gathers) the next N units in forward order; 0 leaves it to
+    FSDP's implicit prefetching."""
+    fsdp_backward_prefetch_distance: int = attrs.field(default=0, validator=non_negative)
+    """FSDP: each unit explicitly prefetches the next N units in backward (reverse) order; 0 leaves it to
+    FSDP's implicit prefetching."""
     fsdp_wrap_modules: str | None = None
     """Comma-separated class names made FSDP units."""
     fsdp_no_wrap_modules: str | None = None

@@ -179,6 +179,9 @@ def _check_cross_field(args: TrainingArgs, world_size: int, problems: list[str])
             problems.append(f"--loss-log-rank: rank {rank} does not exist (world size {world_size}; -1 = mean)")
     if args.async_save and args.save_format != "dcp":
         problems.append(f"--async-save needs --save-format dcp (got {args.save_format})")
+    if args.data_root_dir is not None and not args.dataset_path:
+        problems.append(f"--data-root-dir {args.data_root_dir}: resolves a relative --dataset-path, and none is "
+                        "given; add --dataset-path or drop --data-root-dir")
 
 
 def _check_not_supported(args: TrainingArgs, problems: list[str]) -> None:

@@ -95,7 +95,11 @@ class ResumableLoader:
         share_fn: maps the epoch's global order to this rank's indices (a sampler plugin).
         seed: seeds the epoch order and per-sample randomness.
         sample_transform, collate_fn: the model's data pipeline.
-        shuffle: shuffle each epoch (seeded by ``(seed, epoch)``).
+        shuffle: shuffle each epoch (seeded by ``(seed, epoch)``); False reads the dataset in its own order.
+        drop_last: drop the last incomplete batch of each epoch; False ends each epoch with a smaller batch.
+        rank_seed: added to ``seed`` for the per-sample and worker randomness (augmentations) only, not for the
+            epoch order (``--set-seed-by-rank`` passes the rank offset; the order stays one permutation split
+            over ranks).
         num_workers, multiprocessing_context, seed_workers: DataLoader worker settings; ``seed_workers``
             seeds each worker's global RNGs from ``(seed, epoch, worker_id)``.
         streaming: read the dataset as an iterable, episode block by block (``streaming.py``); the state
@@ -116,6 +120,8 @@ class ResumableLoader:
         sample_transform: Callable[[dict[str, Any]], dict[str, Any]] | None,
         collate_fn: Callable[[Sequence[Mapping[str, Any]]], Any],
         shuffle: bool = True,
+        drop_last: bool = True,
+        rank_seed: int = 0,
         num_workers: int = 0,
         multiprocessing_context: str | None = None,
         seed_workers: bool = False,
@@ -125,12 +131,14 @@ class ResumableLoader:
         streaming_block_size: int = 64,
         streaming_window_blocks: int = 4,
     ) -> None:
-        self._dataset = _SeededTransformDataset(dataset, sample_transform, seed)
+        self._dataset = _SeededTransformDataset(dataset, sample_transform, seed + rank_seed)
         self.batch_size = batch_size
         self.share_fn = share_fn
         self.seed = seed
+        self.rank_seed = rank_seed
         self.collate_fn = collate_fn
         self.shuffle = shuffle
+        self.drop_last = drop_last
         self.num_workers = num_workers
         self.multiprocessing_context = multiprocessing_context if num_workers > 0 else None
         self.seed_workers = seed_workers
@@ -142,7 +150,7 @@ class ResumableLoader:
         self.streaming_window_blocks = streaming_window_blocks
         if self.batches_per_epoch() == 0:
             raise ValueError(f"the dataset has {len(dataset)} samples: too few for one batch of {batch_size} "
-                             "per rank; lower --per-device-batch-size or use more data")
+                             "per rank; lower --per-device-batch-size, use more data or --no-batch-drop-last")
 
     def epoch_indices(self, epoch: int) -> list[int]:
         """This rank's indices of ``epoch``, in order."""
@@ -158,21 +166,25 @@ class ResumableLoader:
         return self.share_fn(order)
 
     def batches_per_epoch(self) -> int:
-        """Full batches per epoch on this rank (the last partial batch is dropped)."""
-        return len(self.share_fn(list(range(len(self._dataset))))) // self.batch_size
+        """Batches per epoch on this rank (with ``drop_last``, full batches only)."""
+        return -(-self._usable(len(self.share_fn(list(range(len(self._dataset)))))) // self.batch_size)
+
+    def _usable(self, num_indices: int) -> int:
+        """How many of an epoch's ``num_indices`` indices are read (whole batches only with ``drop_last``)."""
+        return num_indices // self.batch_size * self.batch_size if self.drop_last else num_indices
 
     def _worker_init(self, worker_id: int) -> None:
-        seed = sample_seed(self.seed, self.epoch, 10_000_000 + worker_id)
+        seed = sample_seed(self.seed + self.rank_seed, self.epoch, 10_000_000 + worker_id)
         torch.manual_seed(seed)
         random.seed(seed)
         np.random.seed(seed % 2**32)
 
     def _epoch_loader(self) -> DataLoader:
         indices = self.epoch_indices(self.epoch)
-        usable = len(indices) // self.batch_size * self.batch_size
-        keys = [(self.epoch, i) for i in indices[self.position : usable]]
+        keys = [(self.epoch, i) for i in indices[self.position : self._usable(len(indices))]]
         if self.streaming:
-            dataset, sampler = StreamingShard(self._dataset, keys, batch_size=self.batch_size), None
+            dataset, sampler = StreamingShard(self._dataset, keys, batch_size=self.batch_size,
+                                              drop_last=self.drop_last), None
         else:
             dataset, sampler = self._dataset, keys
         return DataLoader(
@@ -185,7 +197,7 @@ class ResumableLoader:
             worker_init_fn=self._worker_init if self.seed_workers else None,
             persistent_workers=False,
             pin_memory=self.pin_memory,
-            drop_last=True,
+            drop_last=self.drop_last,
             # A DataLoader draws its workers' base seed from this generator when it starts iterating; without
             # one it would draw from the global torch RNG, so a resumed run (which starts iterating mid-epoch)
             # would shift the model's random stream and no longer reproduce the uninterrupted run.
@@ -194,9 +206,10 @@ class ResumableLoader:
 
     def __iter__(self) -> Iterator[Any]:
         while True:
+            epoch_length = self._usable(len(self.epoch_indices(self.epoch)))
             for batch in self._epoch_loader():
                 raise_if_failure(batch)
-                self.position += self.batch_size
+                self.position = min(self.position + self.batch_size, epoch_length)  # the last batch may be short
                 yield unpack_small_tensors(batch) if self.num_workers > 0 else batch
             self.epoch += 1
             self.position = 0
@@ -204,14 +217,15 @@ class ResumableLoader:
     def state_dict(self) -> dict[str, int]:
         """Position of the next batch: epoch and samples already consumed in it on this rank."""
         return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "batch_size": self.batch_size,
-                "streaming": self.streaming}
+                "streaming": self.streaming, "rank_seed": self.rank_seed, "drop_last": self.drop_last}
 
     def load_state_dict(self, state: Mapping[str, int]) -> None:
         """Continues from a saved position; refuses a state saved with another seed, batch size or mode."""
-        for key in ("seed", "batch_size"):
+        for key, flags in (("seed", "--seed"), ("batch_size", "--per-device-batch-size"),
+                           ("rank_seed", "--set-seed-by-rank"), ("drop_last", "--batch-drop-last")):
             if state.get(key, getattr(self, key)) != getattr(self, key):
                 raise ValueError(f"dataloader state was saved with {key}={state[key]}, this run uses "
-                                 f"{getattr(self, key)}; resume with the same --seed and --per-device-batch-size")
+                                 f"{getattr(self, key)}; resume with the same {flags}")
         if bool(state.get("streaming", False)) != self.streaming:
             raise ValueError(f"dataloader state was saved with streaming={bool(state.get('streaming', False))}, this "
                              f"run uses streaming={self.streaming}; the sample order differs, so resume with the "

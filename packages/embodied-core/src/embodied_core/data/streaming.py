@@ -57,14 +57,16 @@ class StreamingShard(IterableDataset):
 
     Args:
         dataset: map-style dataset indexed by the keys (the loader's seeded-transform wrapper).
-        keys: this rank's keys from the resume position on, a whole number of batches.
+        keys: this rank's keys from the resume position on.
         batch_size: batch size; worker ``w`` yields the items of batches ``w, w + W, ...``.
+        drop_last: leave out a last incomplete batch of ``keys`` (else it is the last, smaller batch).
     """
 
-    def __init__(self, dataset: Any, keys: Sequence[Any], *, batch_size: int) -> None:
+    def __init__(self, dataset: Any, keys: Sequence[Any], *, batch_size: int, drop_last: bool = True) -> None:
         self.dataset = dataset
         self.keys = list(keys)
         self.batch_size = batch_size
+        self.drop_last = drop_last
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -72,7 +74,7 @@ class StreamingShard(IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()
         worker, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        num_batches = len(self.keys) // self.batch_size
+        num_batches = len(self.keys) // self.batch_size if self.drop_last else -(-len(self.keys) // self.batch_size)
         for batch in range(worker, num_batches, num_workers):
             for key in self.keys[batch * self.batch_size : (batch + 1) * self.batch_size]:
                 yield self.dataset[key]

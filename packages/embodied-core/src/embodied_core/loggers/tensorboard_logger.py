@@ -22,12 +22,13 @@ class TensorBoardLogger(MetricsLogger):
         log_dir: the event directory.
         purge_step: on resume, the first step this run will log; TensorBoard hides events at or after it
             that an interrupted earlier run left behind.
+        max_queue: events queued before they are written (``--tensorboard-queue-size``).
     """
 
-    def __init__(self, log_dir: str | Path, *, purge_step: int | None = None) -> None:
+    def __init__(self, log_dir: str | Path, *, purge_step: int | None = None, max_queue: int = 1000) -> None:
         from torch.utils.tensorboard import SummaryWriter  # imported here: tensorboard is optional
 
-        self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
+        self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step, max_queue=max_queue)
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         text = yaml.safe_dump(dict(config), sort_keys=False)
@@ -52,4 +53,5 @@ def build_tensorboard(args: TrainingArgs, *, output_dir: Path, is_main: bool, re
     """Factory of the ``tensorboard`` logger (rank 0, when ``--tensorboard-dir`` is set)."""
     if not is_main or not args.tensorboard_dir:
         return None
-    return TensorBoardLogger(args.tensorboard_dir, purge_step=resume_step + 1 if resume_step is not None else None)
+    return TensorBoardLogger(args.tensorboard_dir, purge_step=resume_step + 1 if resume_step is not None else None,
+                             max_queue=args.tensorboard_queue_size)

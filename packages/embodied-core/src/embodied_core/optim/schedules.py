@@ -15,10 +15,10 @@ Notation used in every docstring below:
 - ``p = clamp((s - W) / max(D - W, 1), 0, 1)``: decay progress. Because ``p`` is clamped, every
   non-cyclic schedule holds its end value for ``s >= D`` and never climbs back up.
 
-Where ``--min-lr`` applies: cosine_with_min_lr, cosine_warmup_with_min_lr, polynomial (its end value) and
-lambda_linear (its cycle floor). linear, cosine and cosine_with_restarts decay to 0 and inverse_sqrt has
-no floor, as in their usual definitions (transformers' ``get_scheduler``); pick a ``*_min_lr`` style for
-a floor.
+Where ``--min-lr`` applies: cosine_with_min_lr and cosine_warmup_with_min_lr. polynomial ends at ``--lr-end``
+and lambda_linear is shaped by its ``--lambda-f-*`` factors (LoongForge's flags). linear, cosine and
+cosine_with_restarts decay to 0 and inverse_sqrt has no floor, as in their usual definitions (transformers'
+``get_scheduler``); pick a ``*_min_lr`` style for a floor.
 """
 
 from __future__ import annotations
@@ -114,14 +114,16 @@ def build_cosine_with_restarts(args: TrainingArgs) -> LrFn:
 
 
 def build_polynomial(args: TrainingArgs) -> LrFn:
-    """Warmup, then polynomial decay with power ``P = --lr-decay-power`` to the floor ``m``:
+    """Warmup, then polynomial decay with power ``P = --lr-decay-power`` (alias ``--polynomial-power``) to
+    ``e = min(--lr-end, base)``:
 
-    ``lr = (base - m) * (1 - p) ** P + m`` after warmup (``P = 1`` is linear decay to ``--min-lr``).
+    ``lr = (base - e) * (1 - p) ** P + e`` after warmup (``P = 1`` is linear decay to ``--lr-end``), as
+    transformers' ``get_polynomial_decay_schedule_with_warmup``.
     """
     power = args.lr_decay_power
 
     def decay(p: float, base: float) -> float:
-        low = _floor(args, base)
+        low = min(args.lr_end, base)
         return (base - low) * (1.0 - p) ** power + low
 
     return _with_warmup(args, decay)
@@ -189,24 +191,24 @@ def build_cosine_warmup_with_min_lr(args: TrainingArgs) -> LrFn:
 
 
 def build_lambda_linear(args: TrainingArgs) -> LrFn:
-    """Repeating cycles of length ``D``: in each, a linear warmup from the floor to ``base``, then a linear
-    decay back to the floor (the cyclic ``LambdaLinearScheduler`` of latent-diffusion trainers).
+    """LoongForge's ``lambda_linear``: repeating cycles of ``C = --lambda-cycle-length`` updates, each a linear
+    warmup over ``W = --lr-warmup-iters`` updates from factor ``f_start`` to ``f_max``, then a linear decay to
+    ``f_min`` at the cycle's end (``--lambda-f-start``, ``--lambda-f-max``, ``--lambda-f-min``):
 
-    With ``n = s mod D`` (the position inside the current cycle):
-    ``lr = m + (base - m) * (n + 1) / W`` for ``n < W``, else ``m + (base - m) * (D - n) / (D - W)``.
-    Runs longer than one cycle start the next cycle (the reference implementation indexes past its cycle
-    table there and crashes); this is the one schedule that rises again after ``D``, by design.
+    with ``n = s mod C``: ``f = (f_max - f_start) * n / W + f_start`` for ``n < W``, else
+    ``f = f_min + (f_max - f_min) * (C - n) / (C - W)``; ``lr = base * f``. This is the one schedule that rises
+    again after a cycle, by design; ``--lr-decay-iters`` and ``--min-lr`` do not apply to it.
     """
-    warmup, cycle = args.lr_warmup_iters, decay_iters(args)
+    warmup, cycle = args.lr_warmup_iters, args.lambda_cycle_length
+    f_start, f_max, f_min = args.lambda_f_start, args.lambda_f_max, args.lambda_f_min
     if warmup >= cycle:
-        raise ValueError(f"lambda_linear: --lr-warmup-iters {warmup} must be shorter than the cycle length "
-                         f"{cycle} (--lr-decay-iters, default --train-iters)")
+        raise ValueError(f"lambda_linear: --lr-warmup-iters {warmup} must be shorter than --lambda-cycle-length "
+                         f"{cycle}")
 
     def lr_at(step: int, base_lr: float) -> float:
-        low = _floor(args, base_lr)
         n = step % cycle
         if n < warmup:
-            return low + (base_lr - low) * (n + 1) / warmup
-        return low + (base_lr - low) * (cycle - n) / (cycle - warmup)
+            return base_lr * ((f_max - f_start) * n / warmup + f_start)
+        return base_lr * (f_min + (f_max - f_min) * (cycle - n) / (cycle - warmup))
 
     return lr_at

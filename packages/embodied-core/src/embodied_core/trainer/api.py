@@ -9,7 +9,7 @@ from typing import Any
 
 from embodied_core import registry
 from embodied_core.config.infer import resolve_data_fields, unresolved_fields
-from embodied_core.config.resolve import load_config, model_spec
+from embodied_core.config.resolve import load_config, model_spec, with_data_root
 from embodied_core.config.run_config import RunConfig
 from embodied_core.errors import ConfigError
 from embodied_core.hooks import make_plugin_manager, plugin_name
@@ -43,8 +43,9 @@ class Trainer:
         elif isinstance(config, Mapping):
             config = load_config(training=config.get("training"), model=config.get("model"),
                                  data=config.get("data"))
-        # data fields left unset come from the dataset's metadata (already done by load_config: then a no-op)
-        config = resolve_data_fields(config)
+        # a relative --dataset-path under --data-root-dir, then the data fields left unset from the dataset's
+        # metadata (both already done by load_config: then no-ops)
+        config = resolve_data_fields(with_data_root(config))
         self.config: RunConfig = config
         self.plugins = list(plugins)
         validate_run_config(config, plugins=[plugin_name(p) for p in self.plugins])

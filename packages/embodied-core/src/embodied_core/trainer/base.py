@@ -40,11 +40,12 @@ from embodied_core.policy.writer import PolicyWriter
 from embodied_core.protocols import DatasetFeature
 from embodied_core.registry.specs import ModelSpec
 from embodied_core.trainer import components
+from embodied_core.trainer.activation_checkpoint import apply_activation_checkpointing
 from embodied_core.trainer.freeze import freeze_modules, parse_module_paths
 from embodied_core.trainer.metrics import StageTimer, StepRecord, lrs_by_group, reduce_step_metrics
 from embodied_core.trainer.model_check import check_model_plugin
 from embodied_core.trainer.resume_checks import SCHEDULE_KEY, schedule_change_warning, schedule_record
-from embodied_core.trainer.rng import capture_rng_state, restore_rng_state, seed_everything
+from embodied_core.trainer.rng import capture_rng_state, rank_seed_offset, restore_rng_state, seed_everything
 from embodied_core.trainer.runtime import RuntimeSettings, make_grad_scaler
 
 __all__ = ["BaseTrainer", "TrainResult", "TrainState"]
@@ -122,7 +123,10 @@ class BaseTrainer:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             self.write_config()
         self._resume_candidate = resume_path  # a LoRA resume loads the base its checkpoint references
-        self.model = self.strategy.wrap_model(self.prepare_model(resuming=resume_path is not None))
+        self.model = self.distribute_model(self.prepare_model(resuming=resume_path is not None),
+                                           resuming=resume_path is not None)
+        if args.set_seed_by_rank:  # after the model exists: its initialization stays identical on every rank
+            seed_everything(args.seed + rank_seed_offset(self.strategy.rank, enabled=True))
         self.optimizer = self.build_optimizer()
         self.scheduler = components.build_scheduler(self.optimizer, args,
                                                     options=self.config.plugins.get(args.lr_decay_style))
@@ -190,6 +194,15 @@ class BaseTrainer:
                             resume_path=getattr(self, "_resume_candidate", None), load_pretrained=self.load_pretrained)
         if self.strategy.is_main:
             logger.info("%s", report)
+
+    def distribute_model(self, model: nn.Module, *, resuming: bool) -> nn.Module:
+        """Activation checkpointing (``--activation-checkpoint-*`` and the model's own), then the strategy's
+        wrapping (DDP / FSDP)."""
+        report = apply_activation_checkpointing(model, patterns=self.args.activation_checkpoint_module_patterns,
+                                                skip=self.args.activation_checkpoint_skip_modules)
+        if self.strategy.is_main and (report.checkpointed or report.skipped):
+            logger.info("%s", report)
+        return self.strategy.wrap_model(model)
 
     def load_pretrained(self, model: nn.Module, path: str) -> None:
         """Loads pretrained weights strictly (one report type: :class:`embodied_core.checkpoint.keymap.LoadReport`).

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import attrs
+
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.training_args import TrainingArgs
 
@@ -54,17 +56,28 @@ def _check_optimizer(args: TrainingArgs) -> list[str]:
 def _check_schedule(args: TrainingArgs) -> list[str]:
     problems = []
     if args.lr_num_cycles != 1 and args.lr_decay_style != "cosine_with_restarts":
-        problems.append(f"--lr-num-cycles {args.lr_num_cycles}: read only by --lr-decay-style cosine_with_restarts "
+        problems.append(f"--lr-num-cycles {args.lr_num_cycles:g}: read only by --lr-decay-style cosine_with_restarts "
                         f"(got {args.lr_decay_style})")
     if args.lr_decay_power != 1.0 and args.lr_decay_style != "polynomial":
         problems.append(f"--lr-decay-power {args.lr_decay_power}: read only by --lr-decay-style polynomial "
                         f"(got {args.lr_decay_style})")
+    if args.lr_end != _default("lr_end") and args.lr_decay_style != "polynomial":
+        problems.append(f"--lr-end {args.lr_end}: read only by --lr-decay-style polynomial (got {args.lr_decay_style})")
     if args.lr_decay_style == "lambda_linear":
-        cycle = args.lr_decay_iters if args.lr_decay_iters is not None else args.train_iters
-        if args.lr_warmup_iters >= cycle:
+        if args.lr_warmup_iters >= args.lambda_cycle_length:
             problems.append(f"--lr-decay-style lambda_linear: --lr-warmup-iters {args.lr_warmup_iters} must be "
-                            f"shorter than the cycle length {cycle} (--lr-decay-iters, default --train-iters)")
+                            f"shorter than the cycle length --lambda-cycle-length {args.lambda_cycle_length}")
+    else:
+        problems += [f"--{name.replace('_', '-')} {getattr(args, name)}: read only by --lr-decay-style lambda_linear "
+                     f"(got {args.lr_decay_style})" for name in _LAMBDA_FLAGS if getattr(args, name) != _default(name)]
     return problems
+
+
+_LAMBDA_FLAGS = ("lambda_f_max", "lambda_f_min", "lambda_f_start", "lambda_cycle_length")
+
+
+def _default(name: str) -> object:
+    return attrs.fields_dict(TrainingArgs)[name].default
 
 
 def _check_files_and_packages(args: TrainingArgs) -> list[str]:

@@ -16,6 +16,7 @@ from embodied_core.config.run_config import RunConfig
 from embodied_core.config.selection import selected_loggers
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.data.dataset import build_training_dataset, resolve_features, resolve_stats
+from embodied_core.data.default_task import with_default_task
 from embodied_core.data.loader import ResumableLoader
 from embodied_core.distributed.base import DistributedStrategy, SingleProcessStrategy
 from embodied_core.loggers.base import MetricsLogger
@@ -24,6 +25,7 @@ from embodied_core.optim.param_groups import build_param_groups
 from embodied_core.protocols import DatasetFeature, TrainingDataset
 from embodied_core.registry import groups
 from embodied_core.registry.specs import ModelSpec
+from embodied_core.trainer.rng import rank_seed_offset
 
 __all__ = ["TrainingData", "build_data", "build_loggers", "build_optimizer", "build_optimizer_from_groups",
            "build_scheduler", "build_strategy", "build_transforms", "parameter_groups"]
@@ -111,14 +113,18 @@ def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy
     args = config.training
     dataset = build_training_dataset(args, config.data)
     transforms, stats = build_transforms(config, spec, dataset)
+    samples = with_default_task(dataset, args.task_name)
     share_fn = registry.load_factory(groups.SAMPLERS, args.distributed_sampler_mode, flag="--distributed-sampler-mode",
                                      options=config.plugins.get(args.distributed_sampler_mode))(
                                          strategy.rank, strategy.world_size)
     loader = ResumableLoader(
-        dataset,
+        samples,
         batch_size=args.per_device_batch_size,
         share_fn=share_fn,
         seed=args.seed,
+        shuffle=args.sampler_shuffle,
+        drop_last=args.batch_drop_last,
+        rank_seed=rank_seed_offset(strategy.rank, enabled=args.set_seed_by_rank),
         sample_transform=transforms.sample_transform,
         collate_fn=transforms.collate_fn,
         num_workers=args.num_workers,

@@ -12,7 +12,11 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["capture_rng_state", "restore_rng_state", "seed_everything"]
+__all__ = ["RANK_SEED_STRIDE", "capture_rng_state", "rank_seed_offset", "restore_rng_state", "seed_everything"]
+
+RANK_SEED_STRIDE = 1_000_003
+"""Distance between the seeds of consecutive ranks under ``--set-seed-by-rank`` (a prime, so the streams of
+nearby seeds and ranks do not collide)."""
 
 
 def seed_everything(seed: int) -> None:
@@ -20,6 +24,11 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def rank_seed_offset(rank: int, *, enabled: bool) -> int:
+    """What ``--set-seed-by-rank`` adds to ``--seed`` on ``rank`` (0 when it is off)."""
+    return rank * RANK_SEED_STRIDE if enabled else 0
 
 
 def capture_rng_state() -> dict[str, Any]:

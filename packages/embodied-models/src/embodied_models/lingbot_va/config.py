@@ -78,7 +78,8 @@ class LingBotVAModelConfig(BaseModelConfig):
     attention_backend: str = attrs.field(default="auto", validator=attrs.validators.in_(ATTENTION_BACKENDS))
     """'sdpa' (dense boolean mask), 'flex' (block-sparse flex attention, CUDA) or 'auto' (flex on CUDA)."""
     gradient_checkpointing: bool = False
-    """Recompute each block in backward to save activation memory."""
+    """Recompute each block in backward to save activation memory (core's non-reentrant activation
+    checkpointing, the mechanism of --activation-checkpoint-module-patterns transformer.blocks.*)."""
     num_inference_steps: int = attrs.field(default=20, validator=positive)
     """Video denoising steps of ``sample_actions``."""
     action_num_inference_steps: int = attrs.field(default=50, validator=positive)

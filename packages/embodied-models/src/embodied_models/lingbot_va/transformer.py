@@ -23,8 +23,8 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.normalization import FP32LayerNorm
 from diffusers.models.transformers.transformer_wan import WanTimeTextImageEmbedding
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
+from embodied_core.trainer.activation_checkpoint import is_checkpointed, set_activation_checkpointing
 from embodied_models.lingbot_va.blocks import LingBotBlock
 from embodied_models.lingbot_va.masks import StreamLayout, dense_stream_mask, flex_stream_mask
 from embodied_models.lingbot_va.rope import GridRope
@@ -51,7 +51,6 @@ class LingBotVATransformer(ModelMixin, ConfigMixin):
         dim = num_attention_heads * attention_head_dim
         self.patch_size = tuple(patch_size)
         self.attention_backend = attention_backend
-        self.gradient_checkpointing = False
         self.rope = GridRope(attention_head_dim, rope_theta)
         self.patch_embedding_mlp = nn.Linear(in_channels * math.prod(self.patch_size), dim)
         self.action_embedder = nn.Linear(action_dim, dim)
@@ -70,6 +69,18 @@ class LingBotVATransformer(ModelMixin, ConfigMixin):
         self.proj_out = nn.Linear(dim, out_channels * math.prod(self.patch_size))
         self.action_proj_out = nn.Linear(dim, action_dim)
         self.scale_shift_table = nn.Parameter(torch.randn(1, 2, dim) / dim**0.5)
+
+    @property
+    def gradient_checkpointing(self) -> bool:
+        """Whether every block recomputes its activations in backward. Setting it (also diffusers'
+        ``enable_gradient_checkpointing()``) switches core's non-reentrant activation checkpointing of the blocks,
+        the mechanism of ``--activation-checkpoint-module-patterns``."""
+        return bool(len(self.blocks)) and all(is_checkpointed(block) for block in self.blocks)
+
+    @gradient_checkpointing.setter
+    def gradient_checkpointing(self, enabled: bool) -> None:
+        for block in self.blocks:
+            set_activation_checkpointing(block, bool(enabled))
 
     # ------------------------------------------------------------------ embeddings
     def embed_video(self, latents: torch.Tensor) -> torch.Tensor:
@@ -106,10 +117,7 @@ class LingBotVATransformer(ModelMixin, ConfigMixin):
     def _blocks(self, x: torch.Tensor, text: torch.Tensor, proj: torch.Tensor,
                 rope: torch.Tensor, mask: Any) -> torch.Tensor:
         for block in self.blocks:
-            if self.gradient_checkpointing and torch.is_grad_enabled():
-                x = checkpoint(block, x, text, proj, rope, mask, use_reentrant=False)
-            else:
-                x = block(x, text, proj, rope, mask)
+            x = block(x, text, proj, rope, mask)
         return x
 
     def _head(self, x: torch.Tensor, temb: torch.Tensor) -> torch.Tensor:

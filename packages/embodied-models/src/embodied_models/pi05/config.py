@@ -90,7 +90,8 @@ class Pi05ModelConfig(BaseModelConfig):
     attn_implementation: Literal["eager", "sdpa"] = "sdpa"
     """Attention kernel: eager (the reference's op order) or torch SDPA (faster); both within 2e-6 of lerobot."""
     gradient_checkpointing: bool = False
-    """Recompute each joint layer in backward to save activation memory."""
+    """Recompute each joint layer in backward to save activation memory (core's non-reentrant activation
+    checkpointing, the mechanism of --activation-checkpoint-module-patterns layers.*)."""
     mask_padded_actions: bool = False
     """Exclude horizon steps past the episode end (action_is_pad) from the loss. lerobot and openpi keep
     them (the dataset repeats the last action), so the default keeps them too."""

@@ -19,13 +19,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 from transformers.models.gemma.modeling_gemma import GemmaRMSNorm, GemmaRotaryEmbedding, GemmaTextScaledWordEmbedding
 from transformers.models.siglip.configuration_siglip import SiglipVisionConfig
 from transformers.models.siglip.modeling_siglip import SiglipEncoderLayer, SiglipVisionModel
 
 from embodied_core.model_api import ModelOutput
 from embodied_core.model_base import EmbodiedModel
+from embodied_core.trainer.activation_checkpoint import set_activation_checkpointing
 from embodied_models.pi05.attention import attention_bias, block_mask, position_ids
 from embodied_models.pi05.batch import Pi05PreparedBatch
 from embodied_models.pi05.checkpoint import LoadReport, load_pi05_checkpoint
@@ -92,6 +92,8 @@ class Pi05Model(EmbodiedModel):
         self.time_mlp_in = nn.Linear(config.expert_width, config.expert_width)
         self.time_mlp_out = nn.Linear(config.expert_width, config.expert_width)
         self._freeze_unreachable()
+        for layer in self.layers:  # core's non-reentrant checkpointing (one mechanism with the trainer's flags)
+            set_activation_checkpointing(layer, config.gradient_checkpointing)
 
     def _freeze_unreachable(self) -> None:
         """Parameters no loss can reach stay in the checkpoint but get requires_grad=False.
@@ -172,11 +174,6 @@ class Pi05Model(EmbodiedModel):
         return self.action_in_proj(x_t_BSA.to(self.action_in_proj.weight.dtype)), cond
 
     # ------------------------------------------------------------------ transformer
-    def _layer(self, layer: Pi05Layer, *args: Any, **kwargs: Any) -> tuple[Any, Any, KVCache]:
-        if self.config.gradient_checkpointing and self.training and torch.is_grad_enabled():
-            return checkpoint(layer, *args, use_reentrant=False, **kwargs)
-        return layer(*args, **kwargs)
-
     def velocity(self, prefix: tuple[torch.Tensor, torch.Tensor, torch.Tensor], x_t_BSA: torch.Tensor,
                  time_B: torch.Tensor) -> torch.Tensor:
         """Joint forward of prefix and noisy actions; returns the predicted velocity [B, S, A] (float32)."""
@@ -192,9 +189,8 @@ class Pi05Model(EmbodiedModel):
         h_prefix, h_suffix = prefix_embs, suffix_embs
         cos_sin = self.rotary_emb(h_suffix, pos)
         for i, layer in enumerate(self.layers):
-            h_prefix, h_suffix, _ = self._layer(layer, h_prefix, h_suffix, position_embeddings=cos_sin,
-                                                attn_bias=bias, adarms_cond=cond,
-                                                prefix_output=i < len(self.layers) - 1)
+            h_prefix, h_suffix, _ = layer(h_prefix, h_suffix, position_embeddings=cos_sin, attn_bias=bias,
+                                          adarms_cond=cond, prefix_output=i < len(self.layers) - 1)
         out, _ = self.expert_norm(h_suffix, cond)
         return self.action_out_proj(out[:, -self.action_horizon:]).float()
 

@@ -1,0 +1,36 @@
+"""``--task-name``: the task string of samples whose dataset has no task / language annotation for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DefaultTaskDataset", "with_default_task"]
+
+
+class DefaultTaskDataset:
+    """A map-style view of ``dataset`` whose samples without a task (no ``task`` key, None, or a blank string)
+    get ``task_name``; samples with a task keep theirs.
+
+    Args:
+        dataset: a map-style dataset of sample dicts.
+        task_name: the fallback task string (``--task-name``).
+    """
+
+    def __init__(self, dataset: Any, task_name: str) -> None:
+        self.dataset = dataset
+        self.task_name = task_name
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        sample = self.dataset[index]
+        task = sample.get("task")
+        if task is None or (isinstance(task, str) and not task.strip()):
+            sample = {**sample, "task": self.task_name}
+        return sample
+
+
+def with_default_task(dataset: Any, task_name: str) -> DefaultTaskDataset:
+    """``dataset`` with ``--task-name`` for its samples that have no task."""
+    return DefaultTaskDataset(dataset, task_name)
