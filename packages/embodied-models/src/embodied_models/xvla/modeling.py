@@ -80,6 +80,10 @@ class XvlaModel(EmbodiedModel):
             gradient_checkpointing=config.gradient_checkpointing)
         self.register_buffer("pixel_mean", torch.tensor(IMAGENET_MEAN).view(1, 1, 3, 1, 1), persistent=False)
         self.register_buffer("pixel_std", torch.tensor(IMAGENET_STD).view(1, 1, 3, 1, 1), persistent=False)
+        if data_config.views() <= 1:
+            # one view leaves no auxiliary tokens: the projection stays in the checkpoint but gets no gradient, and
+            # freezing it keeps DDP from waiting for one and the optimizer from holding state for it
+            self.transformer.aux_visual_proj.requires_grad_(False)
 
     # ------------------------------------------------------------------ interface
     def fsdp_units(self) -> tuple[type[nn.Module], ...]:
