@@ -114,7 +114,8 @@ class SmolVLALayer(nn.Module):
                 needed: the last layer whose keys/values the expert reads).
 
         Returns:
-            (prefix out or None, suffix out or None, the VLM's new keys/values or None).
+            (prefix out or None, suffix out or None, the VLM's keys/values when filling the cache (no suffix), else
+            None).
         """
         p_len = prefix_BPW.shape[1] if prefix_BPW is not None else 0
         q_p = k_p = v_p = None
@@ -126,7 +127,8 @@ class SmolVLALayer(nn.Module):
             k_p = rotate(_heads(attn.k_proj, h, self.head_dim), table)
             v_p = _heads(attn.v_proj, h, self.head_dim)
             q_p = rotate(_heads(attn.q_proj, h, self.head_dim), table) if prefix_output else None
-            new_kv = KVCache(k_p, v_p)
+            if suffix_BSW is None:  # filling the cache: contiguous values (no view escapes an FSDP unit)
+                new_kv = KVCache(k_p, v_p.contiguous())
         if suffix_BSW is None or self.expert is None:
             prefix_out = None
             if q_p is not None:
@@ -139,7 +141,7 @@ class SmolVLALayer(nn.Module):
         h_s = self.expert.input_layernorm(suffix_BSW)
         q_s = _heads(e_attn.q_proj, h_s, self.head_dim)
         if self.cross:
-            source = new_kv if new_kv is not None else past
+            source = KVCache(k_p, v_p) if k_p is not None and v_p is not None else past
             if source is None or cross_rope is None:
                 raise ValueError("a cross layer needs the prefix or its cache, and the suffix's restarted RoPE tables")
             b, _, keys, _ = source.key.shape
