@@ -8,8 +8,10 @@ position commanded for the next frame (as in the data); the arm goes there, clip
 a recorded transition).
 
 Success: the end-point lies on the target disk as drawn (within :data:`SUCCESS_RADIUS`) for ``hold_frames``
-consecutive frames, i.e. the arm reached the target and stopped on it rather than flying past. The reward is
-1 for every frame on the target. With ``num_tasks=2`` the episode's task (``info["task"]``) names the colour.
+consecutive frames (default 3), i.e. the arm reached the target and stopped on it rather than sweeping across
+it: with a single frame, uniformly random commands succeed in 43% of 40-step episodes (7% with 3 frames), while
+the recorded expert succeeds in every episode either way. The reward is 1 for every frame on the target. With
+``num_tasks=2`` the episode's task (``info["task"]``) names the colour.
 """
 
 from __future__ import annotations
