@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Shared settings of the SmolVLA fine-tuning recipes (sourced by run_smolvla_*_finetune.sh).
+# Every path and size is an environment variable with a default; edit nothing, export what differs.
+
+# -- Paths --------------------------------------------------------------------
+TOKENIZER_PATH=${TOKENIZER_PATH-"/workspace/SmolVLM2-500M-Video-Instruct"}  # local SmolVLM2 tokenizer directory
+CHECKPOINT_PATH=${CHECKPOINT_PATH-"/workspace/smolvla_base"}   # lerobot SmolVLA folder (pretrained_model/ or model.safetensors); empty: random init
+DATA_PATH=${DATA_PATH:-"/workspace/so101_pickplace"}            # LeRobot dataset (v2.0/v2.1/v3.0)
+OUTPUT_DIR=${OUTPUT_DIR:-"/workspace/outputs/smolvla"}
+TENSORBOARD_PATH=${TENSORBOARD_PATH:-""}                        # empty: no TensorBoard
+
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
+
+# -- Distributed: the platform's env (WORLD_SIZE = nodes, RANK = node rank) ------------------------
+NPROC_PER_NODE=${NPROC_PER_NODE:-1}   # SmolVLA fine-tunes on one GPU; raise it for data parallelism
+NNODES=${WORLD_SIZE:-1}
+NODE_RANK=${RANK:-0}
+MASTER_ADDR=${MASTER_ADDR:-"localhost"}
+MASTER_PORT=${MASTER_PORT:-29500}
+DISTRIBUTED_ARGS=(
+    --nproc_per_node "$NPROC_PER_NODE"
+    --nnodes "$NNODES"
+    --node_rank "$NODE_RANK"
+    --master_addr "$MASTER_ADDR"
+    --master_port "$MASTER_PORT"
+)
+# torchrun sets WORLD_SIZE/RANK per process itself; the node-level values above must not leak into it
+unset WORLD_SIZE RANK
+
+# -- Model and data -------------------------------------------------------------
+MODEL_NAME=${MODEL_NAME:-"smolvla"}
+MODEL_ARGS=(--model-name "$MODEL_NAME")
+if [[ -n "$TOKENIZER_PATH" ]]; then  # empty for smolvla_tiny (built-in byte tokenizer)
+    MODEL_ARGS+=(--tokenizer-path "$TOKENIZER_PATH")
+fi
+if [[ -n "$CHECKPOINT_PATH" ]]; then
+    MODEL_ARGS+=(--pretrained-checkpoint "$CHECKPOINT_PATH")
+fi
+DATA_ARGS=(
+    --dataset-format lerobot_datasets
+    --dataset-path "$DATA_PATH"
+    --num-workers "${NUM_WORKERS:-8}"
+)
+
+# -- Training (lerobot's SmolVLA presets: AdamW b2 0.95, LR 1e-4, warmup 1000, cosine to 2.5e-6 over 30000,
+#    clip 10; the model trains the action expert and projections, the VLM stays frozen) -----------------------
+TRAINING_ARGS=(
+    --train-iters "${TRAIN_ITERS:-20000}"
+    --per-device-batch-size "${PER_DEVICE_BATCH_SIZE:-64}"
+    --gradient-accumulation-steps "${GRADIENT_ACCUMULATION_STEPS:-1}"
+    --seed "${SEED:-1000}"
+    --output-dir "$OUTPUT_DIR"
+    --optimizer AdamW
+    --lr-base "${LR:-1e-4}"
+    --min-lr "${MIN_LR:-2.5e-6}"
+    --lr-decay-style cosine_with_min_lr
+    --lr-warmup-iters "${WARMUP_ITERS:-1000}"
+    --lr-decay-iters "${DECAY_ITERS:-30000}"
+    --adam-beta1 0.9
+    --adam-beta2 0.95
+    --adam-eps 1e-8
+    --weight-decay 1e-10
+    --clip-grad 10.0
+    --save-interval "${SAVE_INTERVAL:-5000}"
+    --log-interval "${LOG_INTERVAL:-10}"
+    --dtype "${DTYPE:-bfloat16}"
+)
+if [[ -n "$TENSORBOARD_PATH" ]]; then
+    TRAINING_ARGS+=(--tensorboard-dir "$TENSORBOARD_PATH")
+fi
+
+smolvla_launch() {
+    # $1: title; then the strategy flags; "--" separates the user's passthrough arguments
+    local title=$1; shift
+    local strategy=()
+    while [[ $# -gt 0 && "$1" != "--" ]]; do strategy+=("$1"); shift; done
+    [[ "${1:-}" == "--" ]] && shift
+    echo "========================================================================"
+    echo "  embodied SmolVLA fine-tuning ($title)"
+    echo "  Model:      $MODEL_NAME"
+    echo "  Processes:  $NPROC_PER_NODE x $NNODES node(s) (this is node $NODE_RANK, master $MASTER_ADDR:$MASTER_PORT)"
+    echo "  Data:       $DATA_PATH"
+    echo "  Checkpoint: ${CHECKPOINT_PATH:-<random init>}"
+    echo "  Output:     $OUTPUT_DIR"
+    echo "========================================================================"
+    exec torchrun "${DISTRIBUTED_ARGS[@]}" -m embodied_core.cli.main train \
+        "${MODEL_ARGS[@]}" "${DATA_ARGS[@]}" "${TRAINING_ARGS[@]}" "${strategy[@]}" "$@"
+}
