@@ -1,0 +1,64 @@
+"""groot_n1_7_tiny on two gloo processes through the real CLI: DDP and FSDP2 (DiT / VL self-attention blocks,
+backbone decoder layers and vision blocks as units) give the losses and gradient norms of one process with the
+whole batch. The training draws are keyed per sample (draws.py), so they do not depend on the world size; model
+dropout (torch's RNG) is switched off for the comparison. Each launch runs under a subprocess timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import clean_env
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+COMMON = ["-m", "embodied_core.cli.main", "train", "--model-name", "groot_n1_7_tiny", "--dataset-format",
+          "dummy_datasets", "--num-samples", "16", "--train-iters", "2", "--num-workers", "0", "--dtype", "float32",
+          "--lr-warmup-iters", "0", "--lr-base", "1e-3", "--save-interval", "0", "model.dropout=0.0"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _launch(output_dir: Path, *, nproc: int, strategy: str) -> list[dict]:
+    launcher = (["-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(_free_port())]
+                if nproc > 1 else [])
+    batch = str(4 // nproc)
+    cmd = [sys.executable, *launcher, *COMMON, "--per-device-batch-size", batch, "--output-dir", str(output_dir),
+           "--distributed-strategy", strategy]
+    log = output_dir.with_suffix(".log")
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as sink:
+        # own session: on timeout the whole group (torchrun and both ranks) is killed, no orphans
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=clean_env(OMP_NUM_THREADS="1"),
+                                start_new_session=True)
+        try:
+            returncode = proc.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pytest.fail(f"{strategy} launch hung for 240 s:\n{log.read_text()[-4000:]}")
+    assert returncode == 0, log.read_text()[-4000:]
+    return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.timeout(600)
+def test_ddp_and_fsdp_give_the_losses_of_one_process(tmp_path):
+    single = _launch(tmp_path / "single", nproc=1, strategy="ddp")
+    ddp = _launch(tmp_path / "ddp", nproc=2, strategy="ddp")
+    fsdp = _launch(tmp_path / "fsdp", nproc=2, strategy="fsdp")
+    assert [r["step"] for r in single] == [1, 2]
+    for one, a, b in zip(single, ddp, fsdp, strict=True):
+        for other in (a, b):
+            assert other["loss"] == pytest.approx(one["loss"], rel=1e-5)
+            assert other["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-4)
