@@ -71,7 +71,7 @@ class FSDPStrategy(ProcessGroupStrategy):
                              min_num_params=args.fsdp_min_num_params,
                              leftover_min_num_params=args.fsdp_leftover_min_num_params)
         if args.fsdp_original_param_dtype:
-            model = model.to(_DTYPES[args.fsdp_original_param_dtype])
+            _cast_sharded_params(model, _DTYPES[args.fsdp_original_param_dtype], frozen_only=args.use_lora)
         model = model.to(self.device)
         policy = self.mixed_precision()
         for _, norm in self._fp32_norms(model, policy, units):
@@ -138,6 +138,25 @@ class FSDPStrategy(ProcessGroupStrategy):
         if max_norm > 0:
             torch.nn.utils.clip_grads_with_norm_(params, max_norm, total, foreach=True)
         return total
+
+
+def _cast_sharded_params(model: nn.Module, dtype: torch.dtype, *, frozen_only: bool) -> None:
+    """``--fsdp-original-param-dtype``: casts the parameters and floating buffers to ``dtype``.
+
+    With ``--use-lora`` only the frozen base is cast; the adapters (and ``--lora-modules-to-save``) keep fp32
+    master weights. A unit then holds parameters of two dtypes, which FSDP2 shards as they are: it requires one
+    dtype only across a unit's trainable parameters (all fp32 here) and all-gathers mixed dtypes as bytes.
+    """
+    if not frozen_only:
+        model.to(dtype)
+        return
+    for param in model.parameters():
+        if not param.requires_grad and param.is_floating_point():
+            param.data = param.data.to(dtype)
+    for module in model.modules():
+        for name, buffer in module.named_buffers(recurse=False):
+            if buffer.is_floating_point():
+                setattr(module, name, buffer.to(dtype))
 
 
 def build_fsdp(args: TrainingArgs) -> FSDPStrategy:

@@ -16,12 +16,12 @@ import attrs
 import torch
 from torch import nn
 
-from embodied_core.errors import CheckpointError, EmbodiedError
+from embodied_core.errors import CheckpointError, ConfigError, EmbodiedError
 from embodied_core.lora.base_ref import BaseReference
 from embodied_core.lora.layout import ADAPTER_CONFIG
 from embodied_core.lora.options import LoraSettings
 from embodied_core.lora.state import ADAPTER_NAME
-from embodied_core.lora.targets import peft_target_modules, resolve_modules_to_save, resolve_targets
+from embodied_core.lora.targets import peft_target_modules, resolve_modules_to_save, target_problems
 
 if TYPE_CHECKING:
     from peft import LoraConfig
@@ -126,8 +126,14 @@ def apply_lora(model: nn.Module, settings: LoraSettings, *, init: bool | str | N
     """
     from peft import LoraConfig
 
-    targets = resolve_targets(model, settings.targets)
-    to_save = resolve_modules_to_save(model, settings.modules_to_save, targets)
+    targets, problems = target_problems(model, settings.targets)
+    to_save: list[str] = []
+    try:
+        to_save = resolve_modules_to_save(model, settings.modules_to_save, targets)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    if problems:  # every target and module-to-save mistake in one message
+        raise ConfigError(problems, source="--use-lora")
     config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                         target_modules=peft_target_modules(model, targets), modules_to_save=to_save or None,
                         bias=settings.bias, init_lora_weights=settings.init if init is None else init)

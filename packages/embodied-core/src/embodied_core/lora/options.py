@@ -45,7 +45,7 @@ class TargetSpec:
         """How the spec reads in messages."""
         if self.kind == "default":
             return "the model's default_lora_targets()"
-        return f"--lora-target-modules {','.join(self.values)!r}"
+        return f"--lora-target-modules '{','.join(self.values)}'"
 
 
 def parse_names(text: str | None) -> tuple[str, ...]:

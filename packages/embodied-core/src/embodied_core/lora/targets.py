@@ -16,7 +16,7 @@ from torch import nn
 from embodied_core.errors import ConfigError, did_you_mean
 from embodied_core.lora.options import TargetSpec
 
-__all__ = ["ADAPTABLE_TYPES", "peft_target_modules", "resolve_modules_to_save", "resolve_targets"]
+__all__ = ["ADAPTABLE_TYPES", "peft_target_modules", "resolve_modules_to_save", "resolve_targets", "target_problems"]
 
 ADAPTABLE_TYPES: tuple[type[nn.Module], ...] = (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 """Layer types a LoRA adapter wraps (PEFT's LoRA layers for torch modules)."""
@@ -48,7 +48,7 @@ def _match(spec: TargetSpec, paths: list[str], declared: tuple[str, ...]) -> tup
         regex = re.compile(spec.values[0])
         matched = [p for p in paths if regex.fullmatch(p)]
         if not matched:
-            problems.append(f"{flag} {spec.values[0]!r}: the regular expression matches no module path (it must match "
+            problems.append(f"{flag} '{spec.values[0]}': the regular expression matches no module path (it must match "
                             f"whole paths, e.g. {paths[-1]!r})")
         return matched, problems
     if spec.kind == "names":
@@ -75,6 +75,14 @@ def resolve_targets(model: nn.Module, spec: TargetSpec) -> list[str]:
         ConfigError: a name or pattern matches nothing, the model declares no default targets, or a matched module
             is not a Linear, Conv or Embedding layer (all problems listed).
     """
+    targets, problems = target_problems(model, spec)
+    if problems:
+        raise ConfigError(problems, source="--use-lora")
+    return targets
+
+
+def target_problems(model: nn.Module, spec: TargetSpec) -> tuple[list[str], list[str]]:
+    """``(adaptable module paths matched, problems)``: what :func:`resolve_targets` checks, without raising."""
     modules = {name: module for name, module in model.named_modules() if name}
     declared = tuple(model.default_lora_targets()) if spec.kind == "default" else ()
     matched, problems = _match(spec, list(modules), declared)
@@ -83,10 +91,9 @@ def resolve_targets(model: nn.Module, spec: TargetSpec) -> list[str]:
         problems.append(f"{spec.describe()}: matches {len(unsupported)} module(s) LoRA cannot adapt: "
                         f"{_shown(unsupported)}; only {', '.join(t.__name__ for t in ADAPTABLE_TYPES)} layers can "
                         "take an adapter (name the projections inside, or anchor the regular expression)")
-    if problems:
-        raise ConfigError(problems, source="--use-lora")
     order = {name: i for i, name in enumerate(modules)}
-    return sorted(matched, key=order.__getitem__)
+    adaptable = [p for p in matched if isinstance(modules[p], ADAPTABLE_TYPES)]
+    return sorted(adaptable, key=order.__getitem__), problems
 
 
 def resolve_modules_to_save(model: nn.Module, names: tuple[str, ...], targets: list[str]) -> list[str]:

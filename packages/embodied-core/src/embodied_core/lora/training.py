@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
 from torch import nn
 
 from embodied_core.checkpoint.readers import read_tensors
@@ -93,6 +94,7 @@ def setup_lora(model: nn.Module, args: TrainingArgs, *, output_dir: Path, is_mai
         base = initial_reference(output_dir) if is_main else _initial_placeholder(output_dir)
     resume_mutated = resume_path is not None and settings.mutates_base
     config, report = apply_lora(model, settings, init=False if resume_mutated else None)
+    _trainable_in_fp32(model)
     state = LoraState(config=config, base=base, targets=report.targets, modules_to_save=report.modules_to_save)
     if resume_path is not None:
         _, saved = read_lora_record(resume_path)
@@ -106,6 +108,15 @@ def setup_lora(model: nn.Module, args: TrainingArgs, *, output_dir: Path, is_mai
         state.initial = capture_initial(layers)
     attach_state(model, state)
     return report
+
+
+def _trainable_in_fp32(model: nn.Module) -> None:
+    """Adapters, modules trained in full and trainable biases hold fp32 master weights, also on a low-precision
+    base: PEFT makes new adapters fp32 but copies modules_to_save in the base's dtype, and FSDP2 needs one dtype
+    across a unit's trainable parameters. Compute still runs in ``--dtype`` (autocast / FSDP's policy)."""
+    for param in model.parameters():
+        if param.requires_grad and param.is_floating_point() and param.dtype != torch.float32:
+            param.data = param.data.float()
 
 
 def _initial_placeholder(output_dir: Path) -> BaseReference:
