@@ -1,7 +1,8 @@
 """groot_n1_7_tiny end to end on CPU: the real CLI on a real LeRobot v3.0 dataset with GR00T's meta/modality.json
 (``--dataset-strategy groot_n1_7``), a processor folder given by ``--tokenizer-path`` and weights from an official
-GR00T N1.7 folder (``--pretrained-checkpoint``); the loss falls; the checkpoint is a policy folder that a fresh
-process loads and that predicts exactly what the training path predicts; a resumed run continues the draws."""
+GR00T N1.7 folder (``--pretrained-checkpoint``); the loss falls; the checkpoint is a policy folder that load_policy and
+``embodied serve`` (the real openpi client) answer with exactly the training path's actions; a resumed run
+continues the draws."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from embodied_core.policy.folder import read_stats
 from embodied_models.groot_n1_7.modeling import build_model
 from embodied_models.groot_n1_7.processor import VLProcessor
 from embodied_models.groot_n1_7.transforms import make_transforms
-from tests.core.policy_support import observation_from_sample, predict_in_fresh_process, training_path_actions
+from tests.core.policy_support import observation_from_sample, training_path_actions
+from tests.eval.serve_support import ServeProcess, run_openpi_client
 from tests.support import DATASETS_DIR, clean_env, run_embodied
 
 pytestmark = pytest.mark.slow
@@ -110,27 +112,40 @@ def test_cli_training_on_a_groot_dataset_lowers_the_loss(run):
     assert after < 0.85 * before, (before, after)
 
 
-def test_fresh_process_policy_equals_the_training_path(run, tmp_path):
-    """load_policy + predict_action on dataset frames (modality camera names) in a new process."""
-    policy = load_policy(run["checkpoint"])
-    config = policy.metadata
-    cameras = list(config.camera_keys)
-    assert cameras == ["video.front_view", "video.wrist_view"]
+def test_policy_and_server_predict_exactly_the_training_path(run, tmp_path):
+    """load_policy + predict_action on dataset frames (modality camera names), then the same checkpoint behind
+    ``embodied serve`` (a fresh process) queried by the real openpi client: both equal the training path."""
     trained = load_config(config_file=str(run["out"] / "config.yaml"))
     dataset = build_training_dataset(trained.training, trained.data)
     samples = [dataset[i] for i in (5, 100)]
-    observations = [observation_from_sample(s, cameras, "observation.state") for s in samples]
-    assert observations[0]["video.front_view"].shape == (120, 160, 3)  # frames as the dataset stores them
-    got, metadata = predict_in_fresh_process(run["checkpoint"], observations, tmp_path)
     model = build_model(trained.model, trained.data)
     model.load_state_dict(load_file(str(run["checkpoint"] / "model.safetensors")))
     trained.data.tokenizer_path = str(run["processor"])
-    transforms = make_transforms(trained.model, trained.data, stats=read_stats(run["checkpoint"] / "stats.safetensors"))
-    expected = training_path_actions(model.eval(), transforms, samples, seed=0)
+    transforms = make_transforms(trained.model, trained.data,
+                                 stats=read_stats(run["checkpoint"] / "stats.safetensors"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the server (OMP_NUM_THREADS=1): same kernels, same bits
+    try:
+        expected = training_path_actions(model.eval(), transforms, samples, seed=0)
+        policy = load_policy(run["checkpoint"], seed=0)
+        cameras = list(policy.metadata.camera_keys)
+        assert cameras == ["video.front_view", "video.wrist_view"] and policy.metadata.needs_task
+        observations = [observation_from_sample(s, cameras, "observation.state") for s in samples]
+        assert observations[0]["video.front_view"].shape == (120, 160, 3)  # frames as the dataset stores them
+        got = [policy.predict_action(obs) for obs in observations]
+    finally:
+        torch.set_num_threads(threads)
     for a, b in zip(got, expected, strict=True):
         assert a.shape == (8, 4) and a.dtype == np.float32
         np.testing.assert_array_equal(a, b)
-    assert metadata["model_name"] == "groot_n1_7_tiny" and metadata["needs_task"] is True
+    server = ServeProcess(str(run["checkpoint"]))
+    try:
+        arrays, facts = run_openpi_client(tmp_path, server.url, "actions", observations, api_key=None)
+    finally:
+        server.stop()
+    for i, want in enumerate(expected):
+        np.testing.assert_array_equal(arrays[f"a{i}"], want)
+    assert facts["metadata"]["model_name"] == "groot_n1_7_tiny"
 
 
 def _dummy_run(out: Path, steps: int, **training) -> list[float]:
