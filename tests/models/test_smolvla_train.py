@@ -20,6 +20,8 @@ from tests.support import DATASETS_DIR, REPO_ROOT, clean_env
 V30 = DATASETS_DIR / "lerobot_written" / "v30"
 RECIPE = REPO_ROOT / "examples" / "smolvla" / "run_smolvla_ddp_finetune.sh"
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.timeout(300)
 def test_recipe_trains_smolvla_tiny_on_a_real_dataset_and_the_loss_falls(tmp_path: Path):
