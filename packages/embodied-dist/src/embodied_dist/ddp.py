@@ -7,10 +7,12 @@ an accumulation step but the last, so GA costs one all-reduce per update.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict
@@ -18,9 +20,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.distributed.base import OptimizerFactory
+from embodied_core.distributed.validation import DDP_KEYWORDS
 from embodied_core.model_api import ModelOutput
 from embodied_dist import zero
 from embodied_dist._base import ProcessGroupStrategy
+from embodied_dist.comm_hooks import register_comm_hook
 
 __all__ = ["DDPStrategy", "build_ddp"]
 
@@ -43,6 +47,11 @@ class _DDP(DistributedDataParallel):
         return ModelOutput(loss=out["loss"], metrics=out["metrics"])
 
 
+def _flag_default(name: str) -> object:
+    default = attrs.fields_dict(TrainingArgs)[name].default
+    return default.factory() if isinstance(default, attrs.Factory) else default  # type: ignore[attr-defined]
+
+
 class DDPStrategy(ProcessGroupStrategy):
     """DDP with the ``--ddp-*`` options; ``--zero-optimizer`` shards optimizer state (ZeRO-1).
 
@@ -62,7 +71,8 @@ class DDPStrategy(ProcessGroupStrategy):
         return self.args.zero_optimizer and self.args.zero_master_param_dtype == "fp32"
 
     def wrap_model(self, model: nn.Module) -> nn.Module:
-        """Moves the model to this rank's device (in --dtype with fp32 ZeRO masters) and wraps it in DDP."""
+        """Moves the model to this rank's device (in --dtype with fp32 ZeRO masters) and wraps it in DDP with the
+        ``--ddp-*`` options and ``--ddp-comm-hook``."""
         model = model.to(self.device)
         if self.master_dtype_split:
             model = model.to(_LOW_PRECISION[self.args.dtype])
@@ -74,9 +84,30 @@ class DDPStrategy(ProcessGroupStrategy):
         }
         if args.ddp_bucket_cap_mb is not None:
             options["bucket_cap_mb"] = args.ddp_bucket_cap_mb
+        # validated against this torch's DDP signature (a flag set on a torch that lacks it is a usage error)
+        options.update({kw: getattr(args, flag) for flag, kw in DDP_KEYWORDS.items()
+                        if getattr(args, flag) != _flag_default(flag)})
         if self.device.type == "cuda":
             options["device_ids"] = [self.local_rank]
-        return _DDP(model, **options)
+        self._set_dynamo_optimize_ddp(args.dynamo_optimize_ddp)
+        wrapped = _DDP(model, **options)
+        if args.ddp_comm_hook is not None:
+            register_comm_hook(wrapped, args.ddp_comm_hook, log=args.ddp_comm_hook_logging, is_main=self.is_main)
+        return wrapped
+
+    def _set_dynamo_optimize_ddp(self, value: bool) -> None:
+        """``--dynamo-optimize-ddp`` for this run (restored when the strategy closes).
+
+        torch._dynamo is imported only when it must change: its default is True, so an untouched default in a
+        process that never compiled anything needs nothing.
+        """
+        if value and "torch._dynamo" not in sys.modules:
+            return
+        import torch._dynamo
+
+        previous = torch._dynamo.config.optimize_ddp
+        torch._dynamo.config.optimize_ddp = value
+        self.on_close(lambda: setattr(torch._dynamo.config, "optimize_ddp", previous))
 
     def unwrap_model(self, model: nn.Module) -> nn.Module:
         """The user's module inside DDP."""

@@ -20,9 +20,9 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.distributed.validation import shard_group_size
+from embodied_core.distributed.validation import parse_reshard_overrides, shard_group_size
 from embodied_dist._base import ProcessGroupStrategy
-from embodied_dist.wrap import select_units
+from embodied_dist.wrap import select_units, set_explicit_prefetch, unit_reshard_policies
 
 __all__ = ["FSDPStrategy", "build_fsdp"]
 
@@ -37,6 +37,7 @@ class FSDPStrategy(ProcessGroupStrategy):
     """FSDP2 / HSDP with explicit or automatic units, per-unit reshard policy and a dtype policy."""
 
     mesh: DeviceMesh
+    shards_parameters = True
 
     def setup(self) -> None:
         """Initializes the process group and the (replicate x shard) device mesh."""
@@ -65,22 +66,29 @@ class FSDPStrategy(ProcessGroupStrategy):
                                     cast_forward_inputs=args.fsdp_cast_forward_inputs)
 
     def wrap_model(self, model: nn.Module) -> nn.Module:
-        """Shards every unit (innermost first), then the root; the module keeps its class and names."""
+        """Shards every unit (innermost first, each with its class's reshard policy), then the root, and sets the
+        explicit prefetching; the module keeps its class and names. A model with meta parameters
+        (``--init-on-meta``) stays meta: the trainer materializes the local shards afterwards."""
         args = self.args
         units = select_units(model, wrap_modules=args.fsdp_wrap_modules, no_wrap_modules=args.fsdp_no_wrap_modules,
                              min_num_params=args.fsdp_min_num_params,
                              leftover_min_num_params=args.fsdp_leftover_min_num_params)
         if args.fsdp_original_param_dtype:
             _cast_sharded_params(model, _DTYPES[args.fsdp_original_param_dtype], frozen_only=args.use_lora)
-        model = model.to(self.device)
+        if not any(t.is_meta for t in (*model.parameters(), *model.buffers())):
+            model = model.to(self.device)  # --init-on-meta: fully_shard keeps meta parameters meta (shards later)
         policy = self.mixed_precision()
         for _, norm in self._fp32_norms(model, policy, units):
             fully_shard(norm, mesh=self.mesh, reshard_after_forward=args.fsdp_reshard_default,
                         mp_policy=MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=policy.reduce_dtype,
                                                        cast_forward_inputs=False))
-        for _, unit in units:
-            fully_shard(unit, mesh=self.mesh, reshard_after_forward=args.fsdp_reshard_default, mp_policy=policy)
+        reshard = unit_reshard_policies(units, default=args.fsdp_reshard_default,
+                                        overrides=parse_reshard_overrides(args.fsdp_reshard_module_overrides))
+        for name, unit in units:
+            fully_shard(unit, mesh=self.mesh, reshard_after_forward=reshard[name], mp_policy=policy)
         fully_shard(model, mesh=self.mesh, reshard_after_forward=args.fsdp_reshard_root, mp_policy=policy)
+        set_explicit_prefetch(model, units, forward=args.fsdp_forward_prefetch_distance,
+                              backward=args.fsdp_backward_prefetch_distance)
         # Inference goes through ModelPlugin.sample_actions, not forward: without this the root's parameters
         # would not be all-gathered before it runs.
         register_fsdp_forward_method(model, "sample_actions")

@@ -5,17 +5,26 @@ In order of precedence: ``--fsdp-wrap-modules`` (class names), else the model pl
 ``--fsdp-min-num-params`` parameters, then the largest remaining subtrees with at least
 ``--fsdp-leftover-min-num-params``. ``--fsdp-no-wrap-modules`` classes are never units. The root is
 not returned: the strategy shards it last, after every unit.
+
+Per-unit settings: ``--fsdp-reshard-module-overrides`` gives the units of named classes their own reshard
+policy (:func:`unit_reshard_policies`), and ``--fsdp-forward-prefetch-distance`` /
+``--fsdp-backward-prefetch-distance`` make each unit all-gather the next N units explicitly
+(:func:`set_explicit_prefetch`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 
 from embodied_core.errors import ConfigError, did_you_mean
 
-__all__ = ["parse_class_names", "select_units"]
+__all__ = ["forward_order", "parse_class_names", "select_units", "set_explicit_prefetch", "unit_reshard_policies"]
+
+ReshardPolicy = bool | int | None
 
 
 def parse_class_names(text: str | None) -> list[str]:
@@ -81,3 +90,37 @@ def select_units(model: nn.Module, *, wrap_modules: str | None, no_wrap_modules:
         units = _auto_units(model, blocked=blocked, min_num_params=min_num_params,
                             leftover_min_num_params=leftover_min_num_params)
     return sorted(units, key=lambda item: -item[0].count("."))
+
+
+def unit_reshard_policies(units: Sequence[tuple[str, nn.Module]], *, default: ReshardPolicy,
+                          overrides: Mapping[str, ReshardPolicy]) -> dict[str, ReshardPolicy]:
+    """Unit name -> reshard-after-forward: its class's ``--fsdp-reshard-module-overrides`` value, else ``default``.
+
+    Raises:
+        ConfigError: an override names a class no unit has (naming the unit classes there are).
+    """
+    classes = {type(m).__name__ for _, m in units}
+    unknown = [name for name in overrides if name not in classes]
+    if unknown:
+        raise ConfigError([f"--fsdp-reshard-module-overrides: {name!r} is the class of no FSDP unit"
+                           f"{did_you_mean(name, classes)}; unit classes: {', '.join(sorted(classes)) or 'none'} "
+                           "(choose units with --fsdp-wrap-modules)" for name in unknown])
+    return {name: overrides.get(type(module).__name__, default) for name, module in units}
+
+
+def forward_order(model: nn.Module, units: Sequence[tuple[str, nn.Module]]) -> list[nn.Module]:
+    """The units in the order forward reaches them (module definition order, outer before inner)."""
+    ids = {id(m) for _, m in units}
+    return [m for _, m in model.named_modules() if id(m) in ids]
+
+
+def set_explicit_prefetch(model: nn.Module, units: Sequence[tuple[str, nn.Module]], *, forward: int,
+                          backward: int) -> None:
+    """Each sharded unit all-gathers the next ``forward`` units of forward order during its forward and the next
+    ``backward`` units of backward (reverse) order during its backward; 0 keeps FSDP's implicit prefetching."""
+    order = [m for m in forward_order(model, units) if isinstance(m, FSDPModule)]
+    for i, unit in enumerate(order):
+        if forward:
+            unit.set_modules_to_forward_prefetch(order[i + 1 : i + 1 + forward])
+        if backward:
+            unit.set_modules_to_backward_prefetch(order[max(i - backward, 0) : i][::-1])

@@ -31,9 +31,13 @@ class DistributedStrategy:
     Attributes:
         optimizer_state_is_sharded: every rank holds a different part of the optimizer state (ZeRO-1),
             so file-based checkpoints store one optimizer file per rank.
+        shards_parameters: every rank holds a shard of each parameter (FSDP): ``wrap_model`` accepts a model on
+            the meta device (``--init-on-meta``) and shards it; the trainer then materializes the local shards.
+            False: the trainer materializes the whole model on the device before ``wrap_model``.
     """
 
     optimizer_state_is_sharded: bool = False
+    shards_parameters: bool = False
 
     def __init__(self, args: TrainingArgs) -> None:
         self.args = args

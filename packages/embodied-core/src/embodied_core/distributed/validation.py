@@ -14,19 +14,28 @@ import attrs
 
 from embodied_core.config.training_args import TrainingArgs
 
-__all__ = ["LaunchEnv", "distributed_problems", "launch_env", "launch_problems", "shard_group_size"]
+__all__ = ["DDP_KEYWORDS", "LaunchEnv", "distributed_problems", "launch_env", "launch_problems",
+           "parse_reshard_overrides", "shard_group_size"]
 
 _REQUIRED = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 _INT_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_PORT", "GROUP_WORLD_SIZE")
 
 DDP_FLAGS = ("zero_optimizer", "ddp_find_unused_parameters", "ddp_static_graph", "ddp_gradient_as_bucket_view",
-             "ddp_bucket_cap_mb", "zero_parameters_as_bucket_view", "zero_master_param_dtype")
+             "ddp_bucket_cap_mb", "zero_parameters_as_bucket_view", "zero_master_param_dtype",
+             "ddp_bucket_cap_mb_list", "ddp_broadcast_buffers", "ddp_init_sync", "ddp_skip_all_reduce_unused_params",
+             "ddp_batched_grad_copy", "ddp_comm_hook", "ddp_comm_hook_logging", "dynamo_optimize_ddp")
 """Flags read only by ``--distributed-strategy ddp``."""
 FSDP_FLAGS = ("hsdp_shard_size", "fsdp_reshard_default", "fsdp_reshard_root", "fsdp_wrap_modules",
               "fsdp_no_wrap_modules", "fsdp_min_num_params", "fsdp_leftover_min_num_params",
               "fsdp_original_param_dtype", "fsdp_unsharded_param_dtype", "fsdp_reduce_dtype",
-              "fsdp_cast_forward_inputs", "fsdp_reduce_every_microbatch")
+              "fsdp_cast_forward_inputs", "fsdp_reduce_every_microbatch", "fsdp_reshard_module_overrides",
+              "fsdp_forward_prefetch_distance", "fsdp_backward_prefetch_distance")
 """Flags read only by ``--distributed-strategy fsdp``."""
+DDP_KEYWORDS = {"ddp_broadcast_buffers": "broadcast_buffers", "ddp_init_sync": "init_sync",
+                "ddp_skip_all_reduce_unused_params": "skip_all_reduce_unused_params",
+                "ddp_bucket_cap_mb_list": "bucket_cap_mb_list", "ddp_batched_grad_copy": "batched_grad_copy"}
+"""Flag -> the ``DistributedDataParallel`` keyword argument it sets (all five exist in torch 2.13)."""
+_RESHARD_WORDS = {"true": True, "false": False, "none": None}
 
 
 @attrs.frozen
@@ -107,9 +116,50 @@ def shard_group_size(args: TrainingArgs, env: LaunchEnv) -> int:
     return int(size)
 
 
+def parse_reshard_overrides(text: str | None) -> dict[str, bool | int | None]:
+    """``"Block=false,Encoder=2"`` -> ``{"Block": False, "Encoder": 2}`` (``--fsdp-reshard-module-overrides``).
+
+    Raises:
+        ValueError: an item that is not ``Class=value`` with value true, false, none or an integer > 1.
+    """
+    out: dict[str, bool | int | None] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, eq, raw = (part.strip() for part in item.partition("="))
+        value = raw.lower()
+        if not eq or not name.isidentifier() or not (value in _RESHARD_WORDS or (value.isdigit() and int(value) > 1)):
+            raise ValueError(f"{item.strip()!r}: expected Class=value with value true, false, none or an integer > 1")
+        out[name] = _RESHARD_WORDS[value] if value in _RESHARD_WORDS else int(value)
+    return out
+
+
+def _ddp_keyword_problems(args: TrainingArgs) -> list[str]:
+    """A DDP keyword flag set away from its default on a torch whose DDP lacks the keyword: never dropped silently."""
+    changed = {name: kw for name, kw in DDP_KEYWORDS.items() if getattr(args, name) != _default(name)}
+    if not changed:
+        return []
+    import inspect
+
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    accepted = inspect.signature(DistributedDataParallel.__init__).parameters
+    return [f"--{name.replace('_', '-')}: this torch ({torch.__version__}) has no DistributedDataParallel({kw}=...); "
+            f"it needs torch >= 2.13 (the version these flags were written against), or leave the flag at its default"
+            for name, kw in changed.items() if kw not in accepted]
+
+
 def _default(field: str) -> object:
     default = attrs.fields_dict(TrainingArgs)[field].default
     return default.factory() if isinstance(default, attrs.Factory) else default  # type: ignore[attr-defined]
+
+
+def _overrides_or_empty(args: TrainingArgs) -> dict[str, bool | int | None]:
+    try:
+        return parse_reshard_overrides(args.fsdp_reshard_module_overrides)
+    except ValueError:
+        return {}  # reported above
 
 
 def distributed_problems(args: TrainingArgs, environ: Mapping[str, str] | None = None) -> list[str]:
@@ -125,6 +175,14 @@ def distributed_problems(args: TrainingArgs, environ: Mapping[str, str] | None =
         if hasattr(args, name) and getattr(args, name) != _default(name):
             problems.append(f"{flag(name)}: not read by --distributed-strategy {strategy} (it belongs to "
                             f"{'fsdp' if name in FSDP_FLAGS else 'ddp'})")
+    if strategy == "ddp":
+        problems.extend(_ddp_keyword_problems(args))
+    if args.ddp_comm_hook_logging and args.ddp_comm_hook is None:
+        problems.append("--ddp-comm-hook-logging logs what --ddp-comm-hook does, and none is set; add --ddp-comm-hook")
+    try:
+        parse_reshard_overrides(args.fsdp_reshard_module_overrides)
+    except ValueError as exc:
+        problems.append(f"--fsdp-reshard-module-overrides: {exc}")
     if strategy == "single" and env.world_size > 1:
         problems.append(f"--distributed-strategy single with WORLD_SIZE={env.world_size}: every process would train "
                         "its own copy; use ddp or fsdp (one process runs unwrapped with either)")
@@ -142,10 +200,12 @@ def distributed_problems(args: TrainingArgs, environ: Mapping[str, str] | None =
                         f"{env.world_size}; valid: the divisors of {env.world_size}, or 'auto'")
         return problems
     shard = shard_group_size(args, env)
-    for name in ("fsdp_reshard_default", "fsdp_reshard_root"):
-        value = getattr(args, name)
+    policies = [(f"{flag(n)} {getattr(args, n)}", getattr(args, n))
+                for n in ("fsdp_reshard_default", "fsdp_reshard_root")]
+    policies += [(f"--fsdp-reshard-module-overrides {k}={v}", v) for k, v in _overrides_or_empty(args).items()]
+    for label, value in policies:
         if isinstance(value, int) and not isinstance(value, bool) and shard % value:
             valid = [d for d in range(2, shard + 1) if shard % d == 0]
-            problems.append(f"{flag(name)} {value}: an integer reshards to groups of that size and must divide "
+            problems.append(f"{label}: an integer reshards to groups of that size and must divide "
                             f"the shard group size {shard}; valid integers: {valid or 'none'} (or true/false/none)")
     return problems
