@@ -25,6 +25,7 @@ from embodied_core.policy.load import read_policy_folder
 from embodied_core.trainer.api import Trainer
 from embodied_models.pi05.modeling import Pi05Model, build_model
 from tests.core.policy_support import train
+from tests.eval.serve_support import ServeProcess, run_openpi_client
 from tests.support import run_embodied
 
 PI05 = {"model_name": "pi05_tiny", "dataset_format": "dummy_datasets", "num_samples": 16, "train_iters": 4,
@@ -148,6 +149,29 @@ def test_merge_lora_writes_a_full_policy_folder_answering_like_the_adapters(pi05
         merge_lora(merged, tmp_path / "twice")
     with pytest.raises(CheckpointError, match=r"holds LoRA adapters .* `embodied checkpoint merge-lora"):
         export_policy(out, tmp_path / "exported")  # full weights of an adapter run come from merge-lora
+
+
+def test_embodied_serve_answers_an_openpi_client_from_the_adapter_checkpoint(pi05_run: tuple[Path, Any],
+                                                                            tmp_path: Path) -> None:
+    out, _ = pi05_run
+    step = out / "checkpoints" / "step_4"
+    server = ServeProcess(str(step))
+    try:
+        policy = load_policy(step, seed=0)  # the server resets its policy when a lone client connects
+        observations = [_observation(policy, seed) for seed in range(2)]
+        arrays, facts = run_openpi_client(tmp_path, server.url, "actions", observations, api_key=None)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as the server (OMP_NUM_THREADS=1): same kernels, same bits
+        try:
+            expected = [policy.predict_action(obs) for obs in observations]
+        finally:
+            torch.set_num_threads(threads)
+    finally:
+        code, _, errors = server.stop()
+    assert code == 0, errors[-2000:]
+    assert facts["metadata"]["step"] == 4 and facts["metadata"]["checkpoint"] == str(step)
+    for i, want in enumerate(expected):
+        np.testing.assert_array_equal(arrays[f"a{i}"], want)
 
 
 def test_peft_loads_the_checkpoint_with_its_own_api(pi05_run: tuple[Path, Any]) -> None:
