@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from embodied_core import Trainer
 from tests.support import clean_env
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -30,12 +32,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _launch(output_dir: Path, *, nproc: int, strategy: str) -> list[dict]:
-    launcher = (["-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(_free_port())]
-                if nproc > 1 else [])
-    batch = str(4 // nproc)
-    cmd = [sys.executable, *launcher, *COMMON, "--per-device-batch-size", batch, "--output-dir", str(output_dir),
-           "--distributed-strategy", strategy]
+def _launch(output_dir: Path, *, strategy: str) -> list[dict]:
+    """Two gloo ranks with half the batch each."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+           *COMMON, "--per-device-batch-size", "2", "--output-dir", str(output_dir), "--distributed-strategy", strategy]
     log = output_dir.with_suffix(".log")
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as sink:
@@ -52,11 +52,26 @@ def _launch(output_dir: Path, *, nproc: int, strategy: str) -> list[dict]:
     return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def _single_process(output_dir: Path) -> list[dict]:
+    """The same run in this process with the whole batch (one thread, as the launched ranks)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        Trainer({"training": {"model_name": "groot_n1_7_tiny", "dataset_format": "dummy_datasets", "num_samples": 16,
+                              "train_iters": 2, "num_workers": 0, "dtype": "float32", "lr_warmup_iters": 0,
+                              "lr_base": 1e-3, "save_interval": 0, "per_device_batch_size": 4,
+                              "output_dir": str(output_dir)},
+                 "model": {"dropout": 0.0}}).train()
+    finally:
+        torch.set_num_threads(threads)
+    return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.timeout(600)
 def test_ddp_and_fsdp_give_the_losses_of_one_process(tmp_path):
-    single = _launch(tmp_path / "single", nproc=1, strategy="ddp")
-    ddp = _launch(tmp_path / "ddp", nproc=2, strategy="ddp")
-    fsdp = _launch(tmp_path / "fsdp", nproc=2, strategy="fsdp")
+    single = _single_process(tmp_path / "single")
+    ddp = _launch(tmp_path / "ddp", strategy="ddp")
+    fsdp = _launch(tmp_path / "fsdp", strategy="fsdp")
     assert [r["step"] for r in single] == [1, 2]
     for one, a, b in zip(single, ddp, fsdp, strict=True):
         for other in (a, b):
