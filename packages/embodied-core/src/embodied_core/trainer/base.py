@@ -44,6 +44,7 @@ from embodied_core.trainer.activation_checkpoint import apply_activation_checkpo
 from embodied_core.trainer.freeze import freeze_modules, parse_module_paths
 from embodied_core.trainer.metrics import StageTimer, StepRecord, lrs_by_group, reduce_step_metrics
 from embodied_core.trainer.model_check import check_model_plugin
+from embodied_core.trainer.profiling import build_step_profiler
 from embodied_core.trainer.resume_checks import SCHEDULE_KEY, schedule_change_warning, schedule_record
 from embodied_core.trainer.rng import capture_rng_state, rank_seed_offset, restore_rng_state, seed_everything
 from embodied_core.trainer.runtime import RuntimeSettings, make_grad_scaler
@@ -148,6 +149,7 @@ class BaseTrainer:
                                                 options=self.config.plugins)
         for sink in self.loggers:
             sink.log_config(self.config.to_dict())
+        self.profiler = build_step_profiler(args, rank=self.strategy.rank)
         dtype = _DTYPES[args.dtype]
         self.autocast: Callable[[], Any] = (functools.partial(torch.autocast, self.device.type, dtype=dtype)
                                             if dtype != torch.float32 else contextlib.nullcontext)
@@ -308,7 +310,8 @@ class BaseTrainer:
             self.model.train()
             data_iter = iter(self.loader)
             while self.state.step < self.args.train_iters:
-                record = self.train_step(data_iter)
+                with self.profiler.step(self.state.step + 1):  # --use-*-profiler window (absolute steps)
+                    record = self.train_step(data_iter)
                 self.state.step += 1
                 logged = self.log_step(record)
                 self.hooks.hook.on_step_end(step=self.state.step, metrics=logged)
@@ -483,6 +486,8 @@ class BaseTrainer:
 
     def close(self) -> None:
         """Closes loggers, restores global settings and closes the strategy (also after an exception)."""
+        if "profiler" in self.__dict__:
+            self.profiler.close()
         for sink in self.loggers:
             with contextlib.suppress(Exception):
                 sink.close()

@@ -96,7 +96,19 @@ def _check_files_and_packages(args: TrainingArgs) -> list[str]:
     return problems
 
 
+def _check_profiling(args: TrainingArgs) -> list[str]:
+    if not (args.use_pytorch_profiler or args.use_nsys_profiler):
+        return []
+    import torch
+
+    from embodied_core.config.validate import world_size_from_env
+    from embodied_core.trainer.profiling import profiler_problems
+
+    return profiler_problems(args, world_size=world_size_from_env(), cuda=torch.cuda.is_available())
+
+
 def check_trainer_flags(config: RunConfig) -> list[str]:
-    """Problems with the optimizer, schedule, checkpoint and logger flags (empty when all is well)."""
+    """Problems with the optimizer, schedule, checkpoint, logger and profiler flags (empty when all is well)."""
     args = config.training
-    return [*_check_optimizer(args), *_check_schedule(args), *_check_files_and_packages(args)]
+    return [*_check_optimizer(args), *_check_schedule(args), *_check_files_and_packages(args),
+            *_check_profiling(args)]
