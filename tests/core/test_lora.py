@@ -83,7 +83,8 @@ def test_checkpoint_holds_adapters_in_peft_format_and_a_base_reference(pi05_run:
     adapters = load_file(step / "adapter_model.safetensors")
     assert all(k.startswith("base_model.model.") for k in adapters)
     layers = {k.removeprefix("base_model.model.").rsplit(".lora_", 1)[0] for k in adapters if ".lora_" in k}
-    assert len(layers) == 28 and "layers.1.expert.mlp.down_proj" in layers  # pi05's default_lora_targets()
+    # pi05's default_lora_targets(), less the last VLM layer's q/o/MLP projections, which pi05 freezes itself
+    assert len(layers) == 23 and "layers.1.expert.mlp.down_proj" in layers and "layers.1.vlm.mlp.up_proj" not in layers
     assert {"base_model.model.action_out_proj.weight", "base_model.model.action_out_proj.bias"} <= set(adapters)
     config = json.loads((step / "adapter_config.json").read_text())
     base = json.loads((step / "lora_base.json").read_text())["base"]
@@ -93,7 +94,8 @@ def test_checkpoint_holds_adapters_in_peft_format_and_a_base_reference(pi05_run:
     assert Path(base["path"]) == (out / "lora_base" / "model.safetensors").resolve()
     # the optimizer covers the trainable tensors only: the adapters and action_out_proj's trained copy
     optimizer = torch.load(step / "training_state" / "optimizer.pt", weights_only=True)
-    assert sum(len(group["params"]) for group in optimizer["param_groups"]) == len(adapters) == 58
+    assert sum(len(group["params"]) for group in optimizer["param_groups"]) == len(adapters) == 48
+    assert len(optimizer["state"]) == 48  # and every one of them got gradients
 
 
 def test_model_keeps_its_class_and_only_adapters_train(pi05_run: tuple[Path, Any]) -> None:
@@ -134,7 +136,7 @@ def test_merge_lora_writes_a_full_policy_folder_answering_like_the_adapters(pi05
     merged = tmp_path / "merged"
     proc = run_embodied("checkpoint", "merge-lora", str(out / "checkpoints" / "step_4"), str(merged))
     assert proc.returncode == 0, proc.stderr
-    assert "merged 28 LoRA layer(s)" in proc.stdout
+    assert "merged 23 LoRA layer(s)" in proc.stdout
     weights = load_file(merged / "model.safetensors")
     assert weights.keys() == _tiny_pi05().state_dict().keys()  # the model's own keys, nothing of PEFT left
     assert not (merged / "adapter_config.json").exists()
@@ -216,6 +218,19 @@ def test_injection_is_a_no_op_at_init_and_freezes_the_base() -> None:
                         generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(model.eval().sample_actions(batch, noise=noise),
                                plain.sample_actions(batch, noise=noise), rtol=0, atol=0)  # B = 0: a no-op
+
+
+def test_lingbot_va_default_targets_are_its_blocks_attention_and_ffn_projections() -> None:
+    from embodied_core.registry import get_spec
+
+    config = load_config("lingbot_va_tiny", training={"dataset_format": "dummy_datasets"})
+    model = get_spec("embodied.models", "lingbot_va_tiny").load_factory()(config.model, config.data)
+    _, report = apply_lora(model, LoraSettings(r=2, alpha=4, dropout=0.0, targets=TargetSpec("default"),
+                                               modules_to_save=(), bias="none", init=True))
+    kinds = {t.split(".", 3)[3] for t in report.targets}  # transformer.blocks.<i>.<projection>
+    assert {"attn1.to_q", "attn1.to_out.0", "attn2.to_k"} <= kinds and any(k.startswith("ffn.") for k in kinds)
+    assert all(t.startswith("transformer.blocks.") for t in report.targets)
+    assert report.trainable == report.adapter_params
 
 
 def test_target_mistakes_are_reported_together_with_the_closest_name() -> None:

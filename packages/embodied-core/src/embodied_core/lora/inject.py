@@ -21,7 +21,12 @@ from embodied_core.lora.base_ref import BaseReference
 from embodied_core.lora.layout import ADAPTER_CONFIG
 from embodied_core.lora.options import LoraSettings
 from embodied_core.lora.state import ADAPTER_NAME
-from embodied_core.lora.targets import peft_target_modules, resolve_modules_to_save, target_problems
+from embodied_core.lora.targets import (
+    peft_target_modules,
+    resolve_modules_to_save,
+    split_frozen,
+    target_problems,
+)
 
 if TYPE_CHECKING:
     from peft import LoraConfig
@@ -69,6 +74,7 @@ class LoraReport:
     """What :func:`apply_lora` did, for the log."""
 
     targets: list[str]
+    skipped: list[str]
     modules_to_save: list[str]
     adapter_params: int
     trainable: int
@@ -77,9 +83,16 @@ class LoraReport:
 
     def __str__(self) -> str:
         save = f"; trained in full: {', '.join(self.modules_to_save)}" if self.modules_to_save else ""
+        skipped = (f" ({len(self.skipped)} matched layer(s) the model freezes get none: {_shown(self.skipped)})"
+                   if self.skipped else "")
         share = 100.0 * self.trainable / self.total if self.total else 0.0
-        return (f"LoRA (PEFT) on {len(self.targets)} layer(s) from {self.where}{save}: {self.adapter_params:,} adapter "
-                f"parameters; {self.trainable:,} of {self.total:,} parameters trainable ({share:.2f}%)")
+        return (f"LoRA (PEFT) on {len(self.targets)} layer(s) from {self.where}{skipped}{save}: "
+                f"{self.adapter_params:,} adapter parameters; {self.trainable:,} of {self.total:,} parameters "
+                f"trainable ({share:.2f}%)")
+
+
+def _shown(items: list[str], limit: int = 3) -> str:
+    return ", ".join(items[:limit]) + (f" ... and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def attach_state(model: nn.Module, state: LoraState) -> None:
@@ -127,6 +140,10 @@ def apply_lora(model: nn.Module, settings: LoraSettings, *, init: bool | str | N
     from peft import LoraConfig
 
     targets, problems = target_problems(model, settings.targets)
+    targets, skipped = split_frozen(model, targets)
+    if skipped and not targets and not problems:
+        problems.append(f"{settings.targets.describe()}: every matched layer is frozen by the model itself (no loss "
+                        f"reaches {_shown(skipped)}); target other layers")
     to_save: list[str] = []
     try:
         to_save = resolve_modules_to_save(model, settings.modules_to_save, targets)
@@ -143,7 +160,7 @@ def apply_lora(model: nn.Module, settings: LoraSettings, *, init: bool | str | N
     layers = adapted_layers(model)
     adapter_params = sum(p.numel() for layer in layers.values() for n, p in layer.named_parameters()
                          if "lora_" in n)
-    report = LoraReport(targets=targets, modules_to_save=to_save, adapter_params=adapter_params,
+    report = LoraReport(targets=targets, skipped=skipped, modules_to_save=to_save, adapter_params=adapter_params,
                         trainable=sum(p.numel() for p in model.parameters() if p.requires_grad),
                         total=sum(p.numel() for p in model.parameters()),
                         where=settings.targets.describe())

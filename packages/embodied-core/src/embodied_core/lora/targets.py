@@ -16,7 +16,8 @@ from torch import nn
 from embodied_core.errors import ConfigError, did_you_mean
 from embodied_core.lora.options import TargetSpec
 
-__all__ = ["ADAPTABLE_TYPES", "peft_target_modules", "resolve_modules_to_save", "resolve_targets", "target_problems"]
+__all__ = ["ADAPTABLE_TYPES", "peft_target_modules", "resolve_modules_to_save", "resolve_targets", "split_frozen",
+           "target_problems"]
 
 ADAPTABLE_TYPES: tuple[type[nn.Module], ...] = (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 """Layer types a LoRA adapter wraps (PEFT's LoRA layers for torch modules)."""
@@ -94,6 +95,14 @@ def target_problems(model: nn.Module, spec: TargetSpec) -> tuple[list[str], list
     order = {name: i for i, name in enumerate(modules)}
     adaptable = [p for p in matched if isinstance(modules[p], ADAPTABLE_TYPES)]
     return sorted(adaptable, key=order.__getitem__), problems
+
+
+def split_frozen(model: nn.Module, targets: list[str]) -> tuple[list[str], list[str]]:
+    """``(targets, skipped)``: layers the model itself froze (no loss reaches them, e.g. pi05's last VLM projections)
+    get no adapter, which could never receive a gradient (DDP would wait for it, the optimizer keep state)."""
+    modules = dict(model.named_modules())
+    frozen = {t for t in targets if not any(p.requires_grad for p in modules[t].parameters())}
+    return [t for t in targets if t not in frozen], [t for t in targets if t in frozen]
 
 
 def resolve_modules_to_save(model: nn.Module, names: tuple[str, ...], targets: list[str]) -> list[str]:
