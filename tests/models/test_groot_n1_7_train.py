@@ -120,7 +120,8 @@ def test_policy_and_server_predict_exactly_the_training_path(run, tmp_path):
     samples = [dataset[i] for i in (5, 100)]
     model = build_model(trained.model, trained.data)
     model.load_state_dict(load_file(str(run["checkpoint"] / "model.safetensors")))
-    trained.data.tokenizer_path = str(run["processor"])
+    shutil.rmtree(run["processor"], ignore_errors=True)  # from here on only the checkpoint's copy exists
+    trained.data.tokenizer_path = str(run["checkpoint"] / "tokenizer")
     transforms = make_transforms(trained.model, trained.data,
                                  stats=read_stats(run["checkpoint"] / "stats.safetensors"))
     threads = torch.get_num_threads()
