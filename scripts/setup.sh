@@ -20,7 +20,8 @@ PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 # torch first and pinned: a bare `torch` requirement would pull a multi-GB CUDA build.
 "${PIP[@]}" "torch==2.13.0"
 "${PIP[@]}" -r requirements-dev.txt
-"${PIP[@]}" -e packages/embodied-core -e packages/embodied-data -e packages/embodied-dist \
+# embodied-core[lora] brings peft (--use-lora); torch is already pinned above, so pip keeps it.
+"${PIP[@]}" -e "packages/embodied-core[lora]" -e packages/embodied-data -e packages/embodied-dist \
     -e packages/embodied-models -e examples/plugin-template
 "${PIP[@]}" -e packages/embodied-eval
 # Simulators for `embodied eval` (the extras embodied-eval[pusht] / [aloha]). gym-pusht goes in without its
