@@ -10,6 +10,7 @@ Shapes: B batch, V views, T action horizon, D action width (the space's), P stat
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from embodied_models.xvla.layouts import layout_for
 from embodied_models.xvla.transformer import SoftPromptedTransformer, XvlaBlock
 
 __all__ = ["LORA_TARGETS", "XvlaModel", "build_model"]
+
+logger = logging.getLogger("embodied.models.xvla")
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -69,6 +72,12 @@ class XvlaModel(EmbodiedModel):
         self.num_cameras = len(data_config.camera_keys or ()) or data_config.views()
         self.action_space = ActionSpace(layout_for(config.action_mode, action_dim=data_config.action_dim,
                                                    max_action_dim=config.max_action_dim))
+        real = data_config.action_dim
+        if real is not None and real < self.action_space.dim_action and not self.action_space.layout.fixed_real_dim:
+            logger.warning("model.action_mode=%s is %d channels wide; the dataset's %d action dims are zero-padded and "
+                           "the space's loss also trains channels %d..%d toward 0 (as X-VLA does); "
+                           "model.action_mode=auto trains only the real channels", config.action_mode,
+                           self.action_space.dim_action, real, real, self.action_space.dim_action - 1)
         self.dim_proprio = config.max_state_dim if config.use_proprio else 0
         self.vlm = FlorenceEncoder(config)
         self.transformer = SoftPromptedTransformer(
