@@ -12,7 +12,8 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 
 from embodied_core.config.resolve import load_config
 from embodied_core.errors import ConfigError
-from embodied_models.groot_n1_7.backbone import GrootBackbone, mrope_positions, qwen3vl_configs
+from embodied_models.groot_n1_7.backbone import GrootBackbone, qwen3vl_configs
+from embodied_models.groot_n1_7.positions import mrope_positions
 from embodied_models.groot_n1_7.processor import IMAGE_TOKEN, VLProcessor
 from embodied_models.groot_n1_7.transforms import GrootCollate
 
@@ -50,7 +51,7 @@ def _batch(processor: VLProcessor, texts: list[str], views: int = 2):
                                         .manual_seed(i)),
                 "state": torch.zeros(1, 4), "embodiment_id": torch.tensor(0), "sample_index": torch.tensor(i)}
                for i, t in enumerate(texts)]
-    return GrootCollate(processor.pad_token_id, processor.image_token_id)(samples)
+    return GrootCollate(processor.pad_token_id, processor.image_token_id, (2, 2))(samples)
 
 
 def test_truncated_backbone_equals_qwen3vl_hidden_state_at_select_layer(pair):
@@ -58,7 +59,8 @@ def test_truncated_backbone_equals_qwen3vl_hidden_state_at_select_layer(pair):
     batch = _batch(processor, ["pick the red cube", "stack the blue block on the red one please"])
     assert not batch.attention_mask[0].all() and batch.attention_mask[1].all()  # left padding in play
     with torch.no_grad():
-        features = ours(batch.images, batch.input_ids, batch.attention_mask, batch.image_mask)
+        features = ours(batch.images, batch.input_ids, batch.attention_mask, batch.image_mask, batch.position_ids)
+        assert torch.equal(ours(batch.images, batch.input_ids, batch.attention_mask, batch.image_mask), features)
         pixels, grid = ours.pixel_values(batch.images.flatten(0, 1))
         out = hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask.long(), pixel_values=pixels,
                  image_grid_thw=grid, mm_token_type_ids=batch.image_mask.int(), output_hidden_states=True)
@@ -74,6 +76,7 @@ def test_mrope_positions_equal_qwen3vl_rope_index(pair):
     expected, _ = hf.get_rope_index(batch.input_ids, mm_token_type_ids=batch.image_mask.int(), image_grid_thw=grid,
                                     attention_mask=batch.attention_mask.long())
     assert torch.equal(mrope_positions(batch.attention_mask, batch.image_mask, (2, 2)), expected)
+    assert torch.equal(batch.position_ids, expected)  # what the collate function hands the model
 
 
 def test_pixels_equal_the_qwen2vl_image_processor(tmp_path, pair):

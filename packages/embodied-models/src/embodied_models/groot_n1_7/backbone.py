@@ -4,8 +4,9 @@ Built from transformers' Qwen3-VL classes and a config (never a hub download): t
 (``Qwen3VLVisionModel``: patch embedding, interpolated position table, 2-D RoPE blocks, the merger and the
 DeepStack mergers) and the language model's own ``Qwen3VLTextDecoderLayer`` / ``Qwen3VLTextRotaryEmbedding``.
 Written here: the pixel patchification (the Qwen2-VL image processor's layout, so images cross the DataLoader as
-uint8), the image-token scatter, the multimodal (t, h, w) RoPE positions of left-padded prompts, the causal and
-padding mask, the DeepStack additions after the first layers and the layer loop. Only ``select_layer`` layers are
+uint8), the image-token scatter, the multimodal (t, h, w) RoPE positions of left-padded prompts (positions.py; the
+collate function computes them on the host), the causal and padding mask, the DeepStack additions after the first
+layers and the layer loop. Only ``select_layer`` layers are
 built; the features are the last one's output, before the final RMSNorm (the tensor GR00T trains on), so the
 model has no final norm and no LM head.
 
@@ -29,8 +30,9 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import (
 )
 
 from embodied_models.groot_n1_7.config import GrootModelConfig
+from embodied_models.groot_n1_7.positions import mrope_positions
 
-__all__ = ["GrootBackbone", "causal_padding_mask", "mrope_positions", "patchify", "qwen3vl_configs"]
+__all__ = ["GrootBackbone", "causal_padding_mask", "patchify", "qwen3vl_configs"]
 
 MAX_POSITIONS = 262144
 """Cosmos-Reason2-2B's max_position_embeddings (only read by dynamic RoPE variants, which it does not use)."""
@@ -69,48 +71,6 @@ def patchify(pixels: torch.Tensor, *, patch: int, merge: int, temporal: int) -> 
     x = x.permute(0, 2, 5, 3, 6, 1, 4, 7)  # n, gh/m, gw/m, m, m, c, p, p
     x = x.unsqueeze(-3).expand(*x.shape[:-2], temporal, patch, patch)
     return x.reshape(n * gh * gw, c * temporal * patch * patch)
-
-
-def mrope_positions(attention_mask: torch.Tensor, image_mask: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
-    """Qwen3-VL's multimodal RoPE positions [3, B, L] of left- or right-padded prompts.
-
-    Over each sample's valid tokens: a text token advances one position on all three axes; an image (a run of
-    ``gh * gw`` merged tokens, ``grid = (gh, gw)``) gets ``(start, start + row, start + col)`` and advances the
-    position by ``max(gh, gw)``. Padding positions stay 0 (they are masked out).
-    """
-    batch, length = attention_mask.shape
-    gh, gw = grid
-    per_image = gh * gw
-    device = attention_mask.device
-    rows = torch.arange(gh, device=device).repeat_interleave(gw)
-    cols = torch.arange(gw, device=device).repeat(gh)
-    out = torch.zeros(3, batch, length, dtype=torch.long, device=device)
-    valid_all = attention_mask.bool().cpu()
-    image_all = image_mask.bool().cpu()
-    for b in range(batch):
-        where = valid_all[b].nonzero().flatten()
-        is_image = image_all[b][where].tolist()
-        pieces: list[torch.Tensor] = []
-        current, i, n = 0, 0, len(is_image)
-        while i < n:
-            j = i
-            while j < n and is_image[j] == is_image[i]:
-                j += 1
-            run = j - i
-            if not is_image[i]:
-                pieces.append(torch.arange(current, current + run, device=device).expand(3, -1))
-                current += run
-            else:
-                if run % per_image:
-                    raise ValueError(f"sample {b}: an image-token run of {run} is not a multiple of the {per_image} "
-                                     f"tokens per image (grid {gh}x{gw})")
-                for _ in range(run // per_image):
-                    pieces.append(torch.stack([torch.full_like(rows, current), current + rows, current + cols]))
-                    current += max(gh, gw)
-            i = j
-        if pieces:
-            out[:, b, where.to(device)] = torch.cat(pieces, dim=1)
-    return out
 
 
 def causal_padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -204,7 +164,7 @@ class GrootBackbone(nn.Module):
         return layer(*args, **kwargs)
 
     def forward(self, images: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                image_mask: torch.Tensor) -> torch.Tensor:
+                image_mask: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Features [B, L, llm_width] of prompts whose image tokens (``image_mask``) stand for ``images``.
 
         Args:
@@ -212,17 +172,21 @@ class GrootBackbone(nn.Module):
             input_ids: int64 [B, L] (left-padded).
             attention_mask: bool [B, L], True for real tokens.
             image_mask: bool [B, L], True for image tokens.
+            position_ids: int64 [3, B, L] multimodal RoPE positions (the collate function computes them on the
+                host); None: computed here.
         """
         image_embeds, deepstack = self.image_features(images.flatten(0, 1))
         hidden = self.embed_tokens(input_ids)
         scatter = image_mask.unsqueeze(-1).expand_as(hidden)
         hidden = hidden.masked_scatter(scatter, image_embeds.to(hidden.dtype))
-        positions = mrope_positions(attention_mask, image_mask, self.grid(*images.shape[-2:]))
-        cos_sin = self.rotary_emb(hidden, positions)
+        if position_ids is None:
+            position_ids = mrope_positions(attention_mask, image_mask, self.grid(*images.shape[-2:]))
+        cos_sin = self.rotary_emb(hidden, position_ids.to(hidden.device))
         mask = causal_padding_mask(attention_mask)
         for index, layer in enumerate(self.layers):
             hidden = self._layer(layer, hidden, position_embeddings=cos_sin, attention_mask=mask)
             if index < len(deepstack):
-                hidden = hidden.clone()
-                hidden[image_mask] = hidden[image_mask] + deepstack[index].to(hidden.dtype)
+                # DeepStack: the deepstack features are added to the image tokens (scatter, no host sync)
+                extra = torch.zeros_like(hidden).masked_scatter(scatter, deepstack[index].to(hidden.dtype))
+                hidden = hidden + extra
         return hidden

@@ -22,6 +22,7 @@ class GrootBatch:
         input_ids: int64 [B, L] chat-template prompts with expanded image tokens, left-padded.
         attention_mask: bool [B, L], True for real tokens.
         image_mask: bool [B, L], True for image tokens.
+        position_ids: int64 [3, B, L] Qwen3-VL multimodal RoPE positions (computed by the collate function).
         state: float32 [B, 1, S] normalized, zero-padded state.
         embodiment_id: int64 [B] projector slots.
         actions: float32 [B, H, A] normalized actions, zero beyond the real dims and data horizon; None at inference.
@@ -34,6 +35,7 @@ class GrootBatch:
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     image_mask: torch.Tensor
+    position_ids: torch.Tensor
     state: torch.Tensor
     embodiment_id: torch.Tensor
     actions: torch.Tensor | None = None

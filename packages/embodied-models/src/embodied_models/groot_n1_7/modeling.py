@@ -108,7 +108,8 @@ class GrootN17Model(EmbodiedModel):
     # ------------------------------------------------------------------ forward
     def head_inputs(self, batch: GrootBatch) -> ActionHeadInputs:
         """Backbone features and the head's other inputs."""
-        features = self.backbone(batch.images, batch.input_ids, batch.attention_mask, batch.image_mask)
+        features = self.backbone(batch.images, batch.input_ids, batch.attention_mask, batch.image_mask,
+                                 batch.position_ids)
         return ActionHeadInputs(features=features, attention_mask=batch.attention_mask, image_mask=batch.image_mask,
                                 state=batch.state.to(features.dtype), embodiment_id=batch.embodiment_id)
 

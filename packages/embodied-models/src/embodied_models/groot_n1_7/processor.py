@@ -24,7 +24,7 @@ from typing import Any
 
 from embodied_core.errors import ConfigError
 
-__all__ = ["IMAGE_TOKEN", "TINY_CHAT_TEMPLATE", "VLProcessor", "load_processor"]
+__all__ = ["IMAGE_TOKEN", "TINY_CHAT_TEMPLATE", "VLProcessor", "check_compatible", "load_processor"]
 
 IMAGE_TOKEN = "<|image_pad|>"
 _SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", IMAGE_TOKEN,

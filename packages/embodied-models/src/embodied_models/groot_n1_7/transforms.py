@@ -21,7 +21,6 @@ GR00T's decoder does).
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,14 +34,13 @@ from embodied_models.groot_n1_7.config import GrootDataConfig, GrootModelConfig
 from embodied_models.groot_n1_7.embodiments import embodiment_slot
 from embodied_models.groot_n1_7.images import as_uint8_frames, groot_view
 from embodied_models.groot_n1_7.normalize import GrootNormalizer
+from embodied_models.groot_n1_7.positions import mrope_positions
 from embodied_models.groot_n1_7.processor import VLProcessor, check_compatible, load_processor
 
 if TYPE_CHECKING:
     from embodied_core.protocols import Stats
 
-__all__ = ["GrootSampleTransform", "collate_groot", "formalize", "make_transforms"]
-
-logger = logging.getLogger("embodied.models.groot_n1_7")
+__all__ = ["GrootCollate", "GrootSampleTransform", "camera_candidates", "formalize", "make_transforms"]
 
 _PUNCTUATION = re.compile(r"[^\w\s]")
 
@@ -153,11 +151,18 @@ class GrootSampleTransform:
 
 
 class GrootCollate:
-    """Stacks transformed samples into a GrootBatch, left-padding the prompts (picklable)."""
+    """Stacks transformed samples into a GrootBatch, left-padding the prompts and computing their multimodal RoPE
+    positions (picklable; runs in the DataLoader workers).
 
-    def __init__(self, pad_token_id: int, image_token_id: int) -> None:
+    Args:
+        pad_token_id, image_token_id: the processor's padding and image placeholder ids.
+        grid: merged token grid (rows, cols) of one view.
+    """
+
+    def __init__(self, pad_token_id: int, image_token_id: int, grid: tuple[int, int]) -> None:
         self.pad_token_id = pad_token_id
         self.image_token_id = image_token_id
+        self.grid = tuple(grid)
 
     def __call__(self, samples: Sequence[Mapping[str, Any]]) -> GrootBatch:
         length = max(int(s["input_ids"].shape[0]) for s in samples)
@@ -168,18 +173,15 @@ class GrootCollate:
             ids[row, length - n:] = s["input_ids"]
             mask[row, length - n:] = True
         has_actions = "actions" in samples[0]
+        image_mask = (ids == self.image_token_id) & mask
         return GrootBatch(
             images=torch.stack([s["images"] for s in samples]), input_ids=ids, attention_mask=mask,
-            image_mask=(ids == self.image_token_id) & mask, state=torch.stack([s["state"] for s in samples]),
+            image_mask=image_mask, position_ids=mrope_positions(mask, image_mask, self.grid),
+            state=torch.stack([s["state"] for s in samples]),
             embodiment_id=torch.stack([s["embodiment_id"] for s in samples]),
             actions=torch.stack([s["actions"] for s in samples]) if has_actions else None,
             action_mask=torch.stack([s["action_mask"] for s in samples]) if has_actions else None,
             sample_index=torch.stack([s["sample_index"] for s in samples]))
-
-
-def collate_groot(samples: Sequence[Mapping[str, Any]], *, pad_token_id: int, image_token_id: int) -> GrootBatch:
-    """Functional form of :class:`GrootCollate`."""
-    return GrootCollate(pad_token_id, image_token_id)(samples)
 
 
 def _normalizers(data_config: GrootDataConfig, stats: Stats | None
@@ -221,6 +223,8 @@ def make_transforms(model_config: GrootModelConfig, data_config: GrootDataConfig
             raise DataError(f"the statistics of data.{kind}_key have {norm.dim} dimensions but data.{kind}_dim is "
                             f"{dim}")
     transform = GrootSampleTransform(model_config, data_config, processor, state_norm, action_norm)
-    return Transforms(sample_transform=transform, collate_fn=GrootCollate(processor.pad_token_id,
-                                                                          processor.image_token_id),
+    step = model_config.vision_patch_size * model_config.vision_merge_size
+    grid = (data_config.image_size[0] // step, data_config.image_size[1] // step)
+    return Transforms(sample_transform=transform,
+                      collate_fn=GrootCollate(processor.pad_token_id, processor.image_token_id, grid),
                       postprocess_actions=transform.unnormalize_actions)
