@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,6 @@ from embodied_core.trainer.api import Trainer
 from embodied_models.xvla.batch import XvlaPreparedBatch
 from embodied_models.xvla.config import XvlaDataConfig, XvlaModelConfig
 from embodied_models.xvla.modeling import XvlaModel
-from tests.models.test_pi05_distributed import _free_port
 from tests.support import DATASETS_DIR, REPO_ROOT, clean_env
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -65,6 +65,12 @@ DET_SPEC = ModelSpec(name=DET, description="xvla_tiny with per-sample draws (tes
 _OVERRIDES = ["model.dropout=0", "model.text_dropout=0", "model.vision_drop_path_rate=0", "data.normalization=mean_std"]
 V30 = DATASETS_DIR / "lerobot_written" / "v30"
 RECIPES = REPO_ROOT / "examples" / "xvla"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _metrics(out: Path) -> list[dict]:
