@@ -268,8 +268,11 @@ def test_flag_mistakes_fail_before_anything_is_built_with_exit_2(tmp_path: Path)
 # ------------------------------------------------------------------ tiny_flow_policy: PiSSA, bf16, resume rules
 @pytest.fixture(scope="module")
 def pissa_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny_flow_policy with PiSSA adapters, trained by the real CLI (the flags of TINY)."""
     out = tmp_path_factory.mktemp("lora_pissa") / "run"
-    Trainer({"training": {**TINY, "lora_init": "pissa", "output_dir": str(out)}}).train()
+    flags = [f"--{key.replace('_', '-')}={value}" for key, value in TINY.items() if key != "use_lora"]
+    proc = run_embodied("train", *flags, "--use-lora", "--lora-init", "pissa", "--output-dir", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
 
@@ -301,12 +304,18 @@ def test_resume_with_other_lora_flags_or_without_lora_is_refused(pissa_run: Path
         Trainer({"training": {**plain, "output_dir": str(copy), "resume": True}}).train()
 
 
-def test_bf16_autocast_trains_fp32_adapters(tmp_path: Path) -> None:
+def test_bf16_autocast_lr_groups_and_frozen_adapters(tmp_path: Path) -> None:
     out = tmp_path / "bf16"
     Trainer({"training": {**TINY, "dtype": "bfloat16", "train_iters": 2, "save_interval": 2, "lora_bias": "lora_only",
+                          "lr_group": "head.2=1e-3", "freeze_modules": "head.4.lora_A", "lr_decay_style": "constant",
                           "output_dir": str(out)}}).train()
     losses = _losses(out)
     assert len(losses) == 2 and all(np.isfinite(losses))
-    adapters = load_file(out / "checkpoints" / "step_2" / "adapter_model.safetensors")
-    assert {t.dtype for t in adapters.values()} == {torch.float32}
+    step = out / "checkpoints" / "step_2"
+    adapters = load_file(step / "adapter_model.safetensors")
+    assert {t.dtype for t in adapters.values()} == {torch.float32}  # fp32 masters under bf16 autocast
     assert "base_model.model.head.0.base_layer.bias" in adapters  # --lora-bias lora_only: the adapted layers' biases
+    groups = torch.load(step / "training_state" / "optimizer.pt", weights_only=True)["param_groups"]
+    by_lr = {g["lr"]: set(g["param_names"]) for g in groups}
+    assert by_lr[1e-3] == {"head.2.base_layer.bias", "head.2.lora_A.default.weight", "head.2.lora_B.default.weight"}
+    assert "head.4.lora_A.default.weight" not in set().union(*by_lr.values())  # frozen by --freeze-modules
