@@ -85,12 +85,21 @@ class ModelPlugin(Protocol):
     def default_lora_targets(self) -> tuple[str, ...]:
         """``fnmatch`` patterns over ``named_modules()`` names of the linear layers a LoRA adapter wraps by
         default (attention and MLP projections of the towers worth adapting); ``()`` when the model declares
-        none. A declaration for adapter tooling: core itself applies no adapters."""
+        none. ``--use-lora`` adapts them when ``--lora-target-modules`` is not given (:mod:`embodied_core.lora`)."""
+        ...
+
+
+    def init_module_weights(self, module: nn.Module) -> None:
+        """Initializes, in place, the parameters and buffers ``module`` (a submodule, or the model itself) holds, as
+        building the model does (its children are initialized by their own calls, which come first). Used by
+        ``--init-on-meta``: the model is built on the meta device, materialized (only the local shards under FSDP)
+        and every module is initialized this way; a parameter or buffer left uninitialized is an error naming it.
+        Must work on plain tensors in place (``torch.nn.init``, ``copy_``, ``fill_``)."""
         ...
 
 
 MODEL_MEMBERS: tuple[str, ...] = ("forward", "sample_actions", "fsdp_units", "no_weight_decay",
-                                  "load_pretrained_checkpoint", "default_lora_targets")
+                                  "load_pretrained_checkpoint", "default_lora_targets", "init_module_weights")
 """Members every model plugin implements (checked when the model is built)."""
 
 
