@@ -302,6 +302,12 @@ def test_resume_with_other_lora_flags_or_without_lora_is_refused(pissa_run: Path
     plain = {k: v for k, v in TINY.items() if not k.startswith("lora_") and k != "use_lora"}
     with pytest.raises(CheckpointError, match=r"holds LoRA adapters .*resume it with --use-lora"):
         Trainer({"training": {**plain, "output_dir": str(copy), "resume": True}}).train()
+    step = str(copy / "checkpoints" / "step_4")
+    with pytest.raises(ConfigError) as exc:  # caught by validation, before anything is built
+        Trainer({"training": {**plain, "output_dir": str(tmp_path / "new"), "resume_from": step,
+                              "pretrained_checkpoint": step}}).build()
+    assert f"--resume-from {step}: holds LoRA adapters" in str(exc.value)
+    assert f"--pretrained-checkpoint {step}: a LoRA checkpoint" in str(exc.value) and "merge-lora" in str(exc.value)
 
 
 def test_bf16_autocast_lr_groups_and_frozen_adapters(tmp_path: Path) -> None:

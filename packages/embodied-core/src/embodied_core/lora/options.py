@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from pathlib import Path
 from typing import Literal
 
 import attrs
 
 from embodied_core.config.training_args import TrainingArgs
+from embodied_core.lora.layout import is_adapter_folder
 
 __all__ = ["BASE_MUTATING_INITS", "LoraSettings", "TargetSpec", "lora_problems", "parse_init", "parse_names",
            "parse_targets"]
@@ -122,13 +124,27 @@ class LoraSettings:
         return mutates_base(self.init)
 
 
+def _adapter_folder_problems(args: TrainingArgs) -> list[str]:
+    """A LoRA checkpoint named where full weights (or a full-model run) are expected."""
+    problems = []
+    if args.pretrained_checkpoint and is_adapter_folder(Path(args.pretrained_checkpoint)):
+        problems.append(f"--pretrained-checkpoint {args.pretrained_checkpoint}: a LoRA checkpoint (adapters and a "
+                        "reference to their base), not full weights; `embodied checkpoint merge-lora "
+                        f"{args.pretrained_checkpoint} DST` writes a folder to start from")
+    if args.resume_from and not args.use_lora and is_adapter_folder(Path(args.resume_from)):
+        problems.append(f"--resume-from {args.resume_from}: holds LoRA adapters; resume it with --use-lora and the "
+                        "LoRA flags it was trained with")
+    return problems
+
+
 def lora_problems(args: TrainingArgs) -> list[str]:
     """Problems with the LoRA flags (empty when all is well); the flags without ``--use-lora`` are problems too."""
     defaults = {f.name: f.default for f in attrs.fields(TrainingArgs)}
+    problems = _adapter_folder_problems(args)
     if not args.use_lora:
-        return [f"--{name.replace('_', '-')} {getattr(args, name)!r}: read only with --use-lora; add --use-lora or "
-                "remove the flag" for name in _LORA_FLAGS if getattr(args, name) != defaults[name]]
-    problems = []
+        return problems + [f"--{name.replace('_', '-')} {getattr(args, name)!r}: read only with --use-lora; add "
+                           "--use-lora or remove the flag" for name in _LORA_FLAGS
+                           if getattr(args, name) != defaults[name]]
     if importlib.util.find_spec("peft") is None:
         problems.append("--use-lora: needs the package peft (pip install 'embodied-core[lora]', or pip install peft)")
     if args.lora_dropout >= 1.0:
