@@ -6,6 +6,7 @@ other client is connected, so an evaluation through the server sees the same noi
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,9 +61,11 @@ class RemotePolicy:
 
     def _connect(self) -> tuple[ClientConnection, dict[str, Any]]:
         headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
+        stack = contextlib.ExitStack()  # entered as a context manager: what websockets' connect() expects
         try:
-            connection = connect(self.url, compression=None, max_size=None, additional_headers=headers,
-                                 open_timeout=self._timeout_s)
+            # proxy=None: a robot's server is reached directly, whatever HTTP(S)_PROXY says
+            connection = stack.enter_context(connect(self.url, compression=None, max_size=None, proxy=None,
+                                                     additional_headers=headers, open_timeout=self._timeout_s))
         except InvalidURI as exc:
             raise UsageError(f"--server {self.url!r} is not a websocket URL (ws://host:port)") from exc
         except InvalidStatus as exc:
@@ -71,6 +74,7 @@ class RemotePolicy:
             raise UsageError(f"{self.url} refused the connection with HTTP {status}{hint}") from exc
         except OSError as exc:
             raise EmbodiedError(f"cannot reach {self.url}: {exc}; is `embodied serve` running there?") from exc
+        self._stack = stack
         raw = unpack(connection.recv(timeout=self._timeout_s))
         if not isinstance(raw, dict):
             raise EmbodiedError(f"{self.url}: expected a metadata map on connect, got {type(raw).__name__}")
@@ -90,9 +94,9 @@ class RemotePolicy:
 
     def reset(self) -> None:
         """New episode: reconnects, so a server with no other client resets its policy."""
-        self._connection.close()
+        self._stack.close()
         self._connection, _ = self._connect()
 
     def close(self) -> None:
         """Closes the connection."""
-        self._connection.close()
+        self._stack.close()

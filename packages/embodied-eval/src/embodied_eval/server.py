@@ -200,7 +200,7 @@ class PolicyServer:
 
     def _bad_request(self, exc: Exception) -> str:
         text = f"bad request: {exc}"
-        mapped = [f"{source!r} -> {target!r}" for source, target in self.key_map.pairs.items() if target in text]
+        mapped = [f"{source!r} -> {target!r}" for source, target in self.key_map.pairs.items() if repr(target) in text]
         if mapped:
             text += f" (client keys mapped by --obs-key-map: {', '.join(mapped)})"
         text += f"\nexpected: {describe_expected(self.policy.metadata)}"
