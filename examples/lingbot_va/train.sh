@@ -19,6 +19,7 @@
 #   PRETRAINED_LAYOUT lingbot_va (lingbot-va-base transformer/) | wan22 (raw Wan2.2-TI2V-5B)   [lingbot_va]
 #   PER_DEVICE_BATCH_SIZE, LR, WARMUP_STEPS, NUM_WORKERS, DEVICE_TYPE (cuda|cpu)    [1, 1e-5, 10, 4, auto]
 #   PRECOMPUTE        1: build the latent cache first (each node encodes its share)   [0]
+#   INIT_ON_META      1: build on the meta device, shard, materialize only this rank's shards (see below)   [1]
 # Extra arguments are passed to `embodied train` (flags or model.x=... / data.y=...).
 #
 # Parallelism (what we chose and why):
@@ -37,6 +38,10 @@
 #   sharded inside a node (fast NVLink all-gathers) and replicated across nodes (only gradients cross nodes).
 # - bf16 compute (--dtype bfloat16), fp32 master parameters and fp32 gradient reduction (--fsdp-reduce-dtype
 #   fp32): bf16 reductions over many ranks lose small gradient contributions.
+# - --init-on-meta: each rank builds the 5B model on the meta device (no memory), FSDP shards it, only the rank's
+#   shards are materialized on its GPU, and the transformer/ folder is streamed in a tensor at a time
+#   (--pretrained-checkpoint; a resume reads the checkpoint the same way). Without it every rank built the model
+#   in fp32 on the host first: ~20 GB per rank, ~160 GB per 8-GPU node.
 # ============================================================================
 set -euo pipefail
 
@@ -103,8 +108,13 @@ TRAIN_ARGS=(
 )
 if [[ "${FSDP_REDUCE_EVERY_MICROBATCH:-1}" == "0" ]]; then TRAIN_ARGS+=(--no-fsdp-reduce-every-microbatch); fi
 if [[ "$NNODES" -gt 1 ]]; then TRAIN_ARGS+=(--hsdp-shard-size auto); fi
-if [[ -d "$BASE_MODEL_PATH/transformer" ]]; then
+if [[ -d "$BASE_MODEL_PATH/transformer" && "${INIT_ON_META:-1}" == "1" ]]; then
+    TRAIN_ARGS+=(--init-on-meta --pretrained-checkpoint "$BASE_MODEL_PATH/transformer"
+                 "model.pretrained_layout=$PRETRAINED_LAYOUT")
+elif [[ -d "$BASE_MODEL_PATH/transformer" ]]; then
     TRAIN_ARGS+=("model.pretrained_path=$BASE_MODEL_PATH/transformer" "model.pretrained_layout=$PRETRAINED_LAYOUT")
+elif [[ "${INIT_ON_META:-1}" == "1" ]]; then
+    TRAIN_ARGS+=(--init-on-meta)
 fi
 if [[ -n "$RESUME_FROM" ]]; then
     TRAIN_ARGS+=(--resume-from "$RESUME_FROM")

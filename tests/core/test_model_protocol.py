@@ -50,7 +50,8 @@ SPECS = {name: ModelSpec(name=name, description="third-party test model", factor
 FORWARD_ONLY = SPECS["forward_only"]
 """The spec EMBODIED_PLUGINS names (one spec per entry)."""
 
-_MISSING = "sample_actions, fsdp_units, no_weight_decay, load_pretrained_checkpoint, default_lora_targets"
+_MISSING = ("sample_actions, fsdp_units, no_weight_decay, load_pretrained_checkpoint, default_lora_targets, "
+            "init_module_weights")
 
 
 def _train(out: Path, model_name: str) -> Any:
@@ -143,7 +144,8 @@ SEAMS = ["packages/embodied-core/src/embodied_core/trainer/base.py",
          "packages/embodied-models/src/embodied_models/pi05/transforms.py",
          "packages/embodied-models/src/embodied_models/lingbot_va/transforms.py"]
 MEMBERS = ("forward", "sample_actions", "fsdp_units", "no_weight_decay", "load_pretrained_checkpoint",
-           "default_lora_targets", "root", "episodes", "stats", "features", "fps", "episode_ranges", "meta")
+           "default_lora_targets", "init_module_weights", "root", "episodes", "stats", "features", "fps",
+           "episode_ranges", "meta")
 
 
 def test_no_probe_of_a_protocol_member_is_left_in_the_seams() -> None:

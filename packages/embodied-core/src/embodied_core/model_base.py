@@ -37,3 +37,10 @@ class EmbodiedModel(nn.Module):
     def default_lora_targets(self) -> tuple[str, ...]:
         """No declared LoRA targets."""
         return ()
+
+    def init_module_weights(self, module: nn.Module) -> None:
+        """Initializes what ``module`` holds the way building does: ``module.reset_parameters()`` for torch's layers
+        (Linear, Conv, Embedding, norms); modules holding other parameters or buffers need an override."""
+        reset = getattr(module, "reset_parameters", None)  # torch's layers, not a protocol member
+        if callable(reset):
+            reset()

@@ -89,8 +89,17 @@ class ModelPlugin(Protocol):
         ...
 
 
+    def init_module_weights(self, module: nn.Module) -> None:
+        """Initializes, in place, the parameters and buffers ``module`` (a submodule, or the model itself) holds, as
+        building the model does (its children are initialized by their own calls, which come first). Used by
+        ``--init-on-meta``: the model is built on the meta device, materialized (only the local shards under FSDP)
+        and every module is initialized this way; a parameter or buffer left uninitialized is an error naming it.
+        Must work on plain tensors in place (``torch.nn.init``, ``copy_``, ``fill_``)."""
+        ...
+
+
 MODEL_MEMBERS: tuple[str, ...] = ("forward", "sample_actions", "fsdp_units", "no_weight_decay",
-                                  "load_pretrained_checkpoint", "default_lora_targets")
+                                  "load_pretrained_checkpoint", "default_lora_targets", "init_module_weights")
 """Members every model plugin implements (checked when the model is built)."""
 
 

@@ -35,7 +35,8 @@ from torch.distributed.checkpoint.metadata import Metadata, StorageMeta, TensorS
 from embodied_core.errors import CheckpointError
 
 __all__ = ["METADATA_FILE", "SafeFileSystemReader", "SafeLoadPlanner", "check_dcp_dir", "dcp_keys", "dcp_load",
-           "load_dcp_keys", "read_dcp_metadata", "read_dcp_state_dict", "single_process_is_intended"]
+           "iter_dcp_tensors", "load_dcp_keys", "read_dcp_metadata", "read_dcp_state_dict",
+           "single_process_is_intended"]
 
 METADATA_FILE = ".metadata"
 
@@ -280,3 +281,26 @@ def read_dcp_state_dict(directory: str | Path, keys: Iterable[str] | None = None
     if not (directory / METADATA_FILE).is_file() and (directory / "dcp" / METADATA_FILE).is_file():
         directory = directory / "dcp"
     return load_dcp_keys(directory, keys, no_dist=True)
+
+
+def iter_dcp_tensors(directory: str | Path, prefix: str = "model", *,
+                     max_bytes: int = 256 * 2**20) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yields ``(key, full CPU tensor)`` for the tensors stored under ``prefix.`` (the key without it), reading at
+    most about ``max_bytes`` at a time in this process alone: streaming a DCP checkpoint into a (sharded) model
+    never holds all of it. Same guarantees as :func:`read_dcp_state_dict` (nothing from the checkpoint runs)."""
+    directory = Path(directory)
+    if not (directory / METADATA_FILE).is_file() and (directory / "dcp" / METADATA_FILE).is_file():
+        directory = directory / "dcp"
+    metadata = check_dcp_dir(directory)
+    head = prefix + "."
+    sizes = {fqn: md.size.numel() * md.properties.dtype.itemsize for fqn, md in metadata.state_dict_metadata.items()
+             if fqn.startswith(head) and isinstance(md, TensorStorageMetadata)}
+    batch: list[str] = []
+    for fqn in [*sorted(sizes), None]:
+        if batch and (fqn is None or sum(sizes[k] for k in batch) + sizes[fqn] > max_bytes):
+            loaded = load_dcp_keys(directory, batch, no_dist=True).get(prefix, {})
+            for key in batch:
+                yield key[len(head):], loaded.pop(key[len(head):])
+            batch = []
+        if fqn is not None:
+            batch.append(fqn)

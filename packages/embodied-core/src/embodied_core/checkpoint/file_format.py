@@ -19,14 +19,14 @@ from torch import nn
 
 from embodied_core.checkpoint.contract import CheckpointFormat, ResumeState, WriterOptions
 from embodied_core.checkpoint.layout import MODEL_PT, MODEL_SAFETENSORS, TRAINING_STATE_DIR, step_dir
-from embodied_core.checkpoint.readers import read_json, read_tensors, safetensors_shapes, torch_load
+from embodied_core.checkpoint.readers import iter_tensors, read_json, read_tensors, safetensors_shapes, torch_load
 from embodied_core.checkpoint.writer import TMP_PREFIX, commit_checkpoint, remove_stale_temporaries
 from embodied_core.config.provenance import embodied_versions
 from embodied_core.distributed.base import DistributedStrategy
 from embodied_core.errors import CheckpointError
 
 __all__ = ["FILE_FORMAT", "FileCheckpointWriter", "check_training_state", "load_model_file", "optimizer_file",
-           "restore_training_state", "save_model_file", "training_state_files"]
+           "restore_training_state", "save_model_file", "stream_model_file", "training_state_files"]
 
 SCHEDULER_FILE = "scheduler.pt"
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -67,6 +67,15 @@ def _weights_file(directory: Path) -> Path:
 def load_model_file(directory: Path) -> dict[str, torch.Tensor]:
     """Reads the weights file of a checkpoint directory (safetensors, or pt with weights_only=True)."""
     return read_tensors(_weights_file(Path(directory)))
+
+
+def stream_model_file(module: nn.Module, directory: Path) -> None:
+    """Loads the weights file of a checkpoint directory into ``module`` strictly, a tensor at a time (only the
+    local shard of each parameter under FSDP): no process holds the whole state dict."""
+    from embodied_core.checkpoint.keymap import load_state
+
+    file = _weights_file(Path(directory))
+    load_state(module, iter_tensors(file), source=file)
 
 
 def optimizer_file(state_dir: Path, strategy: DistributedStrategy, rank: int | None = None) -> Path:
@@ -176,8 +185,10 @@ def model_shapes(path: Path, meta: dict[str, Any]) -> dict[str, tuple[int, ...]]
 
 def restore(path: Path, meta: dict[str, Any], strategy: DistributedStrategy, *, model: nn.Module,
             optimizer: torch.optim.Optimizer, scheduler: Any) -> ResumeState:
-    """Loads weights, optimizer and scheduler of a checked checkpoint; returns ``(rank_state, shared_state)``."""
-    strategy.load_model_state_dict(model, load_model_file(path))
+    """Loads weights, optimizer and scheduler of a checked checkpoint; returns ``(rank_state, shared_state)``.
+
+    The weights stream in a tensor at a time (each rank copies only its shards under FSDP)."""
+    stream_model_file(strategy.unwrap_model(model), path)
     return restore_training_state(path, strategy, model=model, optimizer=optimizer, scheduler=scheduler)
 
 
@@ -185,7 +196,9 @@ def restore_training_state(path: Path, strategy: DistributedStrategy, *, model: 
                            optimizer: torch.optim.Optimizer, scheduler: Any) -> ResumeState:
     """Loads optimizer, scheduler and this rank's state from ``training_state/``; ``(rank_state, shared_state)``."""
     state_dir = path / TRAINING_STATE_DIR
-    strategy.load_optimizer_state_dict(model, optimizer, torch_load(optimizer_file(state_dir, strategy)))
+    # --init-on-meta: the (full) optimizer file is memory-mapped, so a rank reads the pages its shards need
+    optimizer_state = torch_load(optimizer_file(state_dir, strategy), lazy=strategy.args.init_on_meta)
+    strategy.load_optimizer_state_dict(model, optimizer, optimizer_state)
     scheduler.load_state_dict(torch_load(state_dir / SCHEDULER_FILE))
     rank_state = torch_load(state_dir / f"rank{strategy.rank}.pt")
     shared_state = read_json(state_dir / TRAINER_STATE_FILE)

@@ -28,6 +28,7 @@ import attrs
 import torch
 from torch import nn
 
+from embodied_core.checkpoint.shard_copy import copy_full_into
 from embodied_core.errors import CheckpointError
 
 __all__ = ["IDENTITY", "Allow", "KeyMap", "LoadReport", "Mismatch", "Rename", "compare_state", "load_state"]
@@ -218,7 +219,7 @@ def _match(targets: Mapping[str, torch.Tensor], items: Iterable[tuple[str, torch
         if target in filled:
             raise CheckpointError(f"checkpoint maps two keys onto {target} (the second is {key}); it mixes layouts")
         if copy:
-            param.copy_(tensor.to(param.dtype))
+            copy_full_into(param, tensor, name=target)  # this rank's shard only under FSDP
         filled.add(target)
         report.loaded.append(target)
 

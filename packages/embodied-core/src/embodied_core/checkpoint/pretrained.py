@@ -51,14 +51,17 @@ class WeightSource:
     dcp_dir: Path | None = None
 
     def items(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """``(key, tensor)`` pairs, a tensor at a time for safetensors files; nothing here runs code."""
+        """``(key, tensor)`` pairs, a tensor at a time for safetensors files and a bounded batch at a time for DCP;
+        nothing here runs code."""
         if self.dcp_dir is not None:
-            from embodied_core.checkpoint.dcp_reader import read_dcp_state_dict
+            from embodied_core.checkpoint.dcp_reader import iter_dcp_tensors
 
-            weights = read_dcp_state_dict(self.dcp_dir, {"model"}).get("model")
-            if not weights:
+            empty = True
+            for item in iter_dcp_tensors(self.dcp_dir, "model"):  # a bounded batch of tensors at a time
+                empty = False
+                yield item
+            if empty:
                 raise CheckpointError(f"{self.dcp_dir}: the DCP checkpoint holds no model weights")
-            yield from weights.items()
             return
         for file in self.files:
             yield from iter_tensors(file)

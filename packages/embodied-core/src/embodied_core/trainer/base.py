@@ -42,6 +42,7 @@ from embodied_core.registry.specs import ModelSpec
 from embodied_core.trainer import components
 from embodied_core.trainer.activation_checkpoint import apply_activation_checkpointing
 from embodied_core.trainer.freeze import freeze_modules, parse_module_paths
+from embodied_core.trainer.meta_init import build_on_meta, materialize
 from embodied_core.trainer.metrics import StageTimer, StepRecord, lrs_by_group, reduce_step_metrics
 from embodied_core.trainer.model_check import check_model_plugin
 from embodied_core.trainer.profiling import build_step_profiler
@@ -126,8 +127,9 @@ class BaseTrainer:
         self._resume_candidate = resume_path  # a LoRA resume loads the base its checkpoint references
         self.model = self.distribute_model(self.prepare_model(resuming=resume_path is not None),
                                            resuming=resume_path is not None)
-        if args.set_seed_by_rank:  # after the model exists: its initialization stays identical on every rank
-            seed_everything(args.seed + rank_seed_offset(self.strategy.rank, enabled=True))
+        # The training streams (data, noise) start from --seed whatever building the model drew (nothing on the
+        # meta device), offset by rank with --set-seed-by-rank; the initialization itself stays the same everywhere.
+        seed_everything(args.seed + rank_seed_offset(self.strategy.rank, enabled=args.set_seed_by_rank))
         self.optimizer = self.build_optimizer()
         self.scheduler = components.build_scheduler(self.optimizer, args,
                                                     options=self.config.plugins.get(args.lr_decay_style))
@@ -172,11 +174,11 @@ class BaseTrainer:
 
         The built model is checked against the model-plugin protocol first (a PluginError names each member a
         plugin lacks or mistypes)."""
-        model = self.build_model()
+        model = self.build_on_meta() if self.args.init_on_meta else self.build_model()
         check_model_plugin(model, model_name=self.model_spec.name)
         if self.args.use_lora:
             self.apply_lora(model)
-        elif self.args.pretrained_checkpoint:
+        elif self.args.pretrained_checkpoint and not self.materializes_after_wrapping:  # else distribute_model
             if resuming:
                 logger.info("--pretrained-checkpoint %s not loaded: resuming restores all weights",
                             self.args.pretrained_checkpoint)
@@ -199,12 +201,39 @@ class BaseTrainer:
 
     def distribute_model(self, model: nn.Module, *, resuming: bool) -> nn.Module:
         """Activation checkpointing (``--activation-checkpoint-*`` and the model's own), then the strategy's
-        wrapping (DDP / FSDP)."""
+        wrapping (DDP / FSDP). With ``--init-on-meta`` under FSDP the meta model is sharded first, then only this
+        rank's shards are materialized and ``--pretrained-checkpoint`` is streamed into them."""
         report = apply_activation_checkpointing(model, patterns=self.args.activation_checkpoint_module_patterns,
                                                 skip=self.args.activation_checkpoint_skip_modules)
         if self.strategy.is_main and (report.checkpointed or report.skipped):
             logger.info("%s", report)
-        return self.strategy.wrap_model(model)
+        wrapped = self.strategy.wrap_model(model)
+        if self.materializes_after_wrapping:
+            self.materialize(model)  # FSDP shards the module in place: ``model`` now holds DTensor shards
+            if self.args.pretrained_checkpoint and not resuming:
+                self.load_pretrained(model, self.args.pretrained_checkpoint)
+        return wrapped
+
+    @property
+    def materializes_after_wrapping(self) -> bool:
+        """``--init-on-meta`` with a strategy that shards parameters (FSDP): the model stays on the meta device
+        until it is sharded."""
+        return self.args.init_on_meta and self.strategy.shards_parameters
+
+    def build_on_meta(self) -> nn.Module:
+        """``--init-on-meta``: the model built on the meta device; with one process or DDP it is materialized on
+        this rank's device at once (a full copy on the device, none on the host when that is a GPU)."""
+        model = build_on_meta(self.build_model)
+        if not self.materializes_after_wrapping:
+            self.materialize(model)
+        return model
+
+    def materialize(self, model: nn.Module) -> None:
+        """Storage on the device for the meta tensors of ``model`` (local shards only under FSDP), filled by the
+        model's own ``init_module_weights`` (seeded with ``--seed``, alike on every rank)."""
+        report = materialize(model, device=self.device, init=model.init_module_weights, seed=self.args.seed)
+        if self.strategy.is_main:
+            logger.info("%s", report)
 
     def load_pretrained(self, model: nn.Module, path: str) -> None:
         """Loads pretrained weights strictly (one report type: :class:`embodied_core.checkpoint.keymap.LoadReport`).

@@ -107,8 +107,19 @@ def _check_profiling(args: TrainingArgs) -> list[str]:
     return profiler_problems(args, world_size=world_size_from_env(), cuda=torch.cuda.is_available())
 
 
+def _check_memory(args: TrainingArgs) -> list[str]:
+    from embodied_core.config.validate import world_size_from_env
+
+    sharded = args.distributed_strategy == "fsdp" and world_size_from_env() > 1
+    if args.init_on_meta and args.use_lora and sharded:
+        return ["--init-on-meta with --use-lora under FSDP: the LoRA base weights are loaded before the adapters are "
+                "injected, and sharding comes after both; drop --init-on-meta, or train with "
+                "--distributed-strategy ddp (it materializes the model on the device before LoRA)"]
+    return []
+
+
 def check_trainer_flags(config: RunConfig) -> list[str]:
     """Problems with the optimizer, schedule, checkpoint, logger and profiler flags (empty when all is well)."""
     args = config.training
     return [*_check_optimizer(args), *_check_schedule(args), *_check_files_and_packages(args),
-            *_check_profiling(args)]
+            *_check_profiling(args), *_check_memory(args)]

@@ -19,7 +19,7 @@ DECLARED_RETURN_TYPES: dict[str, type] = {"fsdp_units": tuple, "no_weight_decay"
 """The argument-free protocol members and the one type each returns."""
 
 _HINT = ("subclass embodied_core.EmbodiedModel for the defaults of fsdp_units, no_weight_decay, "
-         "load_pretrained_checkpoint and default_lora_targets")
+         "load_pretrained_checkpoint, default_lora_targets and init_module_weights")
 
 
 def check_model_plugin(model: Any, *, model_name: str) -> None:

@@ -19,7 +19,7 @@ import fnmatch
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -27,11 +27,11 @@ from safetensors.torch import save_file
 from torch import nn
 
 from embodied_core.checkpoint.keymap import IDENTITY, Allow, KeyMap, LoadReport, Rename, compare_state, load_state
-from embodied_core.checkpoint.readers import read_json, read_tensors
+from embodied_core.checkpoint.readers import iter_tensors, read_json, read_tensors
 from embodied_core.errors import CheckpointError
 
-__all__ = ["KEY_MAPS", "LoadReport", "convert_wan22_state_dict", "load_transformer_folder", "map_keys",
-           "read_diffusers_folder", "save_transformer_folder", "strict_report"]
+__all__ = ["KEY_MAPS", "LoadReport", "convert_wan22_state_dict", "iter_transformer_folder", "load_pretrained",
+           "load_transformer_folder", "map_keys", "read_diffusers_folder", "save_transformer_folder", "strict_report"]
 
 WEIGHTS_NAME = "diffusion_pytorch_model.safetensors"
 INDEX_NAME = "diffusion_pytorch_model.safetensors.index.json"
@@ -225,3 +225,73 @@ def convert_wan22_folder(src: str | Path, transformer: nn.Module, out_dir: str |
 def num_parameters(module: nn.Module) -> int:
     """Parameter count (works on the meta device)."""
     return sum(math.prod(p.shape) for p in module.parameters())
+
+
+# ---------------------------------------------------------------------------------------------- streaming
+def _is_transformer_folder(path: Path) -> bool:
+    """A diffusers ``transformer/`` folder (or a folder holding one), as opposed to a whole-model checkpoint."""
+    folder = path / "transformer" if (path / "transformer" / CONFIG_NAME).is_file() else path
+    return path.is_dir() and any((folder / name).is_file() for name in (CONFIG_NAME, WEIGHTS_NAME, INDEX_NAME))
+
+
+def iter_transformer_folder(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(key, tensor)`` of a diffusers transformer folder a tensor at a time, shard after shard (guarded readers:
+    a missing or corrupt file is a CheckpointError naming it)."""
+    folder = _resolve_folder(path)
+    if (folder / INDEX_NAME).is_file():
+        weight_map = read_json(folder / INDEX_NAME).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise CheckpointError(f"{folder / INDEX_NAME}: not a safetensors index (needs a 'weight_map')")
+        files = [folder / shard for shard in sorted(set(weight_map.values()))]
+    else:
+        files = [folder / name for name in (WEIGHTS_NAME, POLICY_WEIGHTS) if (folder / name).is_file()][:1]
+        if not files:
+            raise CheckpointError(f"{folder}: none of {INDEX_NAME}, {WEIGHTS_NAME}, {POLICY_WEIGHTS} found")
+    for file in files:
+        yield from iter_tensors(file)
+
+
+def _guard_raw_wan22(items: Iterable[tuple[str, torch.Tensor]], path: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    for key, tensor in items:
+        if key == "patch_embedding.weight":
+            raise CheckpointError(f"{path} is a raw Wan2.2 transformer (Conv3d patch_embedding, no action layers); set "
+                                  "model.pretrained_layout=wan22 to convert it on load")
+        yield key, tensor
+
+
+def _wan22_items(items: Iterable[tuple[str, torch.Tensor]],
+                 transformer: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The conversion of :func:`convert_wan22_state_dict` a tensor at a time: the action timestep embedder starts
+    as a copy of the video one, ``action_proj_out`` at zero, ``action_embedder`` keeps its initialization."""
+    for key, tensor in items:
+        yield key, tensor
+        if key.startswith("condition_embedder."):
+            yield key.replace("condition_embedder.", "condition_embedder_action.", 1), tensor
+    for name in ("action_proj_out.weight", "action_proj_out.bias"):
+        yield name, torch.zeros(transformer.get_parameter(name).shape)
+
+
+_INTO_MODEL = KeyMap(renames=(Rename(r"(?P<rest>.+)", "transformer.{rest}"),), keep=())
+_WAN22_INTO_MODEL = KeyMap(renames=(Rename(r"patch_embedding\.(?P<rest>.+)", "transformer.patch_embedding_mlp.{rest}",
+                                           transform=_flatten_patch_embedding),
+                                    Rename(r"(?P<rest>.+)", "transformer.{rest}")), keep=())
+
+
+def load_pretrained(model: nn.Module, path: str | Path, *, layout: str) -> LoadReport:
+    """Loads ``--pretrained-checkpoint`` into a LingBot-VA model strictly, a tensor at a time (under FSDP only
+    each rank's shards are copied): a diffusers transformer folder in ``layout``, or a whole-model checkpoint
+    (embodied, lerobot policy) through core's identity loader."""
+    from embodied_core.checkpoint.pretrained import load_pretrained as load_whole_model
+
+    path = Path(path)
+    if not _is_transformer_folder(path):
+        return load_whole_model(model, path)
+    if layout not in KEY_MAPS and layout != "wan22":
+        raise CheckpointError(f"unknown LingBot-VA checkpoint layout {layout!r}; choose one of "
+                              f"{sorted([*KEY_MAPS, 'wan22'])}")
+    items = iter_transformer_folder(path)
+    if layout == "wan22":
+        return load_state(model, _wan22_items(items, model.transformer), _WAN22_INTO_MODEL, source=str(path),
+                          allow=Allow(missing=("transformer.action_embedder.*",)))
+    keymap = _INTO_MODEL if layout == "lingbot_va" else IDENTITY  # lerobot / embodied keys carry transformer.
+    return load_state(model, _guard_raw_wan22(items, path), keymap, source=str(path))

@@ -91,7 +91,8 @@ class LingBotVAModelConfig(BaseModelConfig):
     pretrained_path: str | None = None
     """``transformer/`` folder (or a folder holding one) loaded with a strict report when the model is built."""
     pretrained_layout: str = attrs.field(default="lingbot_va", validator=attrs.validators.in_(PRETRAINED_LAYOUTS))
-    """Layout of ``pretrained_path``: 'lingbot_va' (a LingBot-VA release or our export), 'lerobot' (a lerobot
+    """Layout of ``pretrained_path`` (and of a transformer folder given as --pretrained-checkpoint, which
+    --init-on-meta streams into the shards): 'lingbot_va' (a LingBot-VA release or our export), 'lerobot' (a lerobot
     policy folder's transformer), or 'wan22' (a raw Wan2.2-TI2V-5B transformer, converted on load)."""
     resume_optimizer: str = attrs.field(default="restore", validator=attrs.validators.in_(("restore", "rebuild")))
     """On resume (trainer ``lingbot_va``): 'restore' the optimizer state, or 'rebuild' it from zero (fresh AdamW
@@ -230,4 +231,8 @@ def check_run_config(config: object) -> list[str]:
     if training.trainer_type == "FinetuneTrainer":
         problems.append(f"{training.model_name} draws its noise from its own generator: use --trainer-type lingbot_va "
                         "so the generator is seeded per rank and checkpointed")
+    if training.init_on_meta and model.pretrained_path:
+        problems.append(f"model.pretrained_path is loaded while the model is built, which --init-on-meta builds on the "
+                        f"meta device: pass it as --pretrained-checkpoint {model.pretrained_path} (with "
+                        f"model.pretrained_layout={model.pretrained_layout}) instead")
     return problems

@@ -11,7 +11,8 @@ The model consumes a PreparedBatch of cached inputs (see :mod:`.transforms`):
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -24,6 +25,9 @@ from embodied_models.lingbot_va.loss import action_loss, video_loss
 from embodied_models.lingbot_va.rope import action_grid_ids, video_grid_ids
 from embodied_models.lingbot_va.streams import FlowMatchSchedule, StreamDraw, draw_mask_params, draw_stream
 from embodied_models.lingbot_va.transformer import LingBotVATransformer
+
+if TYPE_CHECKING:
+    from embodied_core.checkpoint.keymap import LoadReport
 
 __all__ = ["LingBotVAModel", "TrainingDraws", "build_model", "transformer_from_config"]
 
@@ -147,6 +151,23 @@ class LingBotVAModel(EmbodiedModel):
         """Biases, norm weights and the adaLN tables: parameters weight decay would only shrink."""
         return frozenset(name for name, p in self.named_parameters()
                          if p.ndim < 2 or "norm" in name or "scale_shift_table" in name)
+
+    @torch.no_grad()
+    def init_module_weights(self, module: nn.Module) -> None:
+        """Initializes ``module`` as building does (``--init-on-meta``): the adaLN tables of the transformer and its
+        blocks as ``randn / sqrt(dim)`` (diffusers' Wan init), every other layer by its ``reset_parameters``."""
+        table = module._parameters.get("scale_shift_table")
+        if table is not None:
+            nn.init.normal_(table, std=table.shape[-1] ** -0.5)
+        super().init_module_weights(module)
+
+    def load_pretrained_checkpoint(self, path: str | Path) -> LoadReport:
+        """Loads ``--pretrained-checkpoint``: a diffusers ``transformer/`` folder (single file or shards, read a
+        tensor at a time, in ``model.pretrained_layout``: ``lingbot_va``, ``lerobot``, ``embodied``, or ``wan22``
+        converted on the fly), or an embodied/lerobot checkpoint of the whole model; strict."""
+        from embodied_models.lingbot_va.checkpoint import load_pretrained
+
+        return load_pretrained(self, path, layout=self.config.pretrained_layout)
 
     def default_lora_targets(self) -> tuple[str, ...]:
         """The self-attention, text cross-attention and FFN projections of every transformer block (the video and

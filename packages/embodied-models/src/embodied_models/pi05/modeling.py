@@ -12,6 +12,7 @@ tokens, A max_action_dim, W tower width.
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,28 @@ class Pi05Model(EmbodiedModel):
         ``allow`` takes checkpoint.load_pi05_checkpoint's allow_missing/allow_unexpected/allow_mismatched.
         """
         return load_pi05_checkpoint(self, path, **allow)
+
+    @torch.no_grad()
+    def init_module_weights(self, module: nn.Module) -> None:
+        """Initializes ``module`` as building does (``--init-on-meta``): the SigLIP tower through transformers'
+        own ``_init_weights``, Gemma norms at zero (they scale by ``1 + weight``), RoPE frequencies and the
+        embedding scale recomputed, every other layer by its ``reset_parameters``."""
+        if module in self._vision_modules:
+            self.vision_tower._init_weights(module)
+        elif isinstance(module, GemmaRMSNorm):
+            module.weight.zero_()
+        elif isinstance(module, GemmaRotaryEmbedding):
+            inv_freq, _ = module.compute_default_rope_parameters(module.config)
+            module.inv_freq.copy_(inv_freq)
+            module.original_inv_freq.copy_(inv_freq)
+        else:
+            super().init_module_weights(module)
+            if isinstance(module, GemmaTextScaledWordEmbedding):
+                module.embed_scale.fill_(module.scalar_embed_scale)
+
+    @functools.cached_property
+    def _vision_modules(self) -> frozenset[nn.Module]:
+        return frozenset(self.vision_tower.modules())
 
     @torch.no_grad()
     def init_non_persistent_buffers(self) -> None:
