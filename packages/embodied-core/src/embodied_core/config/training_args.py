@@ -228,7 +228,7 @@ class TrainingArgs:
     profile_step_end: int = attrs.field(default=12, validator=positive)
     """Last profiled update step (inclusive)."""
     profile_ranks: list[int] = attrs.field(factory=lambda: [0])
-    """Ranks that profile."""
+    """Ranks that profile (each writes its own trace); the other ranks run the window unprofiled."""
     profile_output_dir: str | None = None
     """Directory of the traces (default: <output-dir>/profiler); one file per rank."""
 
