@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from embodied_core.errors import DataError
 from embodied_core.model_api import Transforms
+from embodied_models.images import as_uint8_image
 from embodied_models.pi05.batch import Pi05PreparedBatch
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
 from embodied_models.pi05.tokenizer import PAD_ID, PromptTokenizer, load_tokenizer
@@ -70,22 +71,6 @@ def pi05_prompt(task: str, bins: Sequence[int]) -> str:
     """The pi0.5 prompt: cleaned task text and the discretized state."""
     cleaned = task.strip().replace("_", " ").replace("\n", " ")
     return f"Task: {cleaned}, State: {' '.join(str(int(b)) for b in bins)};\nAction: "
-
-
-def _as_uint8_image(value: Any, key: str) -> torch.Tensor:
-    image = torch.as_tensor(value)
-    if image.ndim == 4 and image.shape[0] == 1:
-        image = image[0]  # a single-frame history [1, C, H, W]
-    if image.ndim != 3:
-        raise DataError(f"camera {key}: expected an image [C, H, W] (or [1, C, H, W]), got shape {tuple(image.shape)}")
-    if image.shape[0] not in (1, 3) and image.shape[-1] in (1, 3):
-        image = image.permute(2, 0, 1)  # channels-last input
-    if image.shape[0] == 1:
-        image = image.expand(3, -1, -1)
-    if image.dtype != torch.uint8:
-        # float frames are LeRobot's [0, 1] convention
-        image = (image.float() * 255.0).round().clamp(0, 255).to(torch.uint8)
-    return image
 
 
 class Pi05SampleTransform:
@@ -132,7 +117,7 @@ class Pi05SampleTransform:
         masks = torch.zeros(cfg.num_image_slots, dtype=torch.bool)
         for slot, key in enumerate(cfg.camera_keys):
             if key in sample and sample[key] is not None:
-                images[slot] = resize_with_pad(_as_uint8_image(sample[key], key), size)
+                images[slot] = resize_with_pad(as_uint8_image(sample[key], key), size)
                 masks[slot] = True
         return images, masks
 

@@ -24,6 +24,7 @@ import torch
 
 from embodied_core.errors import DataError
 from embodied_core.model_api import Transforms
+from embodied_models.images import as_uint8_image
 from embodied_models.smolvla.batch import SmolVLAPreparedBatch
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig
 from embodied_models.smolvla.tokenizer import TaskTokenizer, load_tokenizer, task_text
@@ -35,25 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["SmolVLACollate", "SmolVLASampleTransform", "make_transforms"]
 
 logger = logging.getLogger("embodied.models.smolvla")
-
-
-def _as_uint8_image(value: Any, key: str) -> torch.Tensor:
-    """A camera frame as uint8 [3, h, w] (from CHW/HWC, one-frame histories, float [0, 1] or uint8)."""
-    image = torch.as_tensor(value)
-    if image.ndim == 4 and image.shape[0] == 1:
-        image = image[0]
-    if image.ndim != 3:
-        raise DataError(f"camera {key}: expected an image [C, H, W] (or [1, C, H, W]), got shape {tuple(image.shape)}")
-    if image.shape[0] not in (1, 3) and image.shape[-1] in (1, 3):
-        image = image.permute(2, 0, 1)
-    if image.shape[0] == 1:
-        image = image.expand(3, -1, -1)
-    if image.shape[0] != 3:
-        raise DataError(f"camera {key}: expected 1 or 3 channels, got shape {tuple(image.shape)}")
-    if image.dtype != torch.uint8:
-        # float frames are LeRobot's [0, 1] convention (video decoding gives uint8 / 255: lossless back to uint8)
-        image = (image.float() * 255.0).round().clamp(0, 255).to(torch.uint8)
-    return image.contiguous()
 
 
 class SmolVLASampleTransform:
@@ -81,7 +63,7 @@ class SmolVLASampleTransform:
         masks = torch.zeros(len(cfg.camera_keys) + cfg.empty_cameras, dtype=torch.bool)
         for slot, key in enumerate(cfg.camera_keys):
             present = key in sample and sample[key] is not None
-            images.append(_as_uint8_image(sample[key], key) if present else None)
+            images.append(as_uint8_image(sample[key], key) if present else None)
             masks[slot] = present
         images.extend([None] * cfg.empty_cameras)
         state = self._feature(sample, cfg.state_key, cfg.state_dim, "state").reshape(-1)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from embodied_core.errors import DataError
 from embodied_core.model_api import Transforms
+from embodied_models.images import as_uint8_image
 from embodied_models.xvla.batch import XvlaPreparedBatch
 from embodied_models.xvla.config import XvlaDataConfig, XvlaModelConfig
 from embodied_models.xvla.layouts import ActionLayout, layout_for
@@ -52,22 +53,6 @@ def resize_with_pad_left_top(image: torch.Tensor, size: tuple[int, int]) -> tupl
     top, left = out_h - new_h, out_w - new_w
     out[:, top:, left:] = resized.round().clamp(0, 255).to(torch.uint8)
     return out, (top, left)
-
-
-def _as_uint8_image(value: Any, key: str) -> torch.Tensor:
-    image = torch.as_tensor(value)
-    if image.ndim == 4 and image.shape[0] == 1:
-        image = image[0]  # a single-frame history [1, C, H, W]
-    if image.ndim != 3:
-        raise DataError(f"camera {key}: expected an image [C, H, W] (or [1, C, H, W]), got shape {tuple(image.shape)}")
-    if image.shape[0] not in (1, 3) and image.shape[-1] in (1, 3):
-        image = image.permute(2, 0, 1)  # channels-last input
-    if image.shape[0] == 1:
-        image = image.expand(3, -1, -1)
-    if image.dtype != torch.uint8:
-        # float frames are LeRobot's [0, 1] convention
-        image = (image.float() * 255.0).round().clamp(0, 255).to(torch.uint8)
-    return image
 
 
 class XvlaSampleTransform:
@@ -118,7 +103,7 @@ class XvlaSampleTransform:
         pads = torch.zeros((views, 2), dtype=torch.long)
         for view, key in enumerate(cfg.camera_keys):
             if key in sample and sample[key] is not None:
-                image, pad = resize_with_pad_left_top(_as_uint8_image(sample[key], key), size)
+                image, pad = resize_with_pad_left_top(as_uint8_image(sample[key], key), size)
                 images[view], masks[view], pads[view] = image, True, torch.tensor(pad)
         return images, masks, pads
 

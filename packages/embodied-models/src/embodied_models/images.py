@@ -1,0 +1,34 @@
+"""Camera-frame helpers shared by the model plugins' transforms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from embodied_core.errors import DataError
+
+__all__ = ["as_uint8_image"]
+
+
+def as_uint8_image(value: Any, key: str) -> torch.Tensor:
+    """A camera frame as contiguous uint8 ``[3, h, w]``.
+
+    Accepts CHW or HWC, a one-frame history ``[1, C, H, W]``, one or three channels, and float frames in LeRobot's
+    [0, 1] convention (video decoding gives uint8 / 255, so the round trip back to uint8 is lossless). Anything
+    else is a DataError naming the camera ``key`` and the shape received.
+    """
+    image = torch.as_tensor(value)
+    if image.ndim == 4 and image.shape[0] == 1:
+        image = image[0]
+    if image.ndim != 3:
+        raise DataError(f"camera {key}: expected an image [C, H, W] (or [1, C, H, W]), got shape {tuple(image.shape)}")
+    if image.shape[0] not in (1, 3) and image.shape[-1] in (1, 3):
+        image = image.permute(2, 0, 1)
+    if image.shape[0] == 1:
+        image = image.expand(3, -1, -1)
+    if image.shape[0] != 3:
+        raise DataError(f"camera {key}: expected 1 or 3 channels, got shape {tuple(image.shape)}")
+    if image.dtype != torch.uint8:
+        image = (image.float() * 255.0).round().clamp(0, 255).to(torch.uint8)
+    return image.contiguous()
