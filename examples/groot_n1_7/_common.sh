@@ -14,21 +14,7 @@ EMBODIMENT_TAG=${EMBODIMENT_TAG:-"new_embodiment"}                   # a GR00T t
 
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 
-# -- Distributed: the platform's env (WORLD_SIZE = nodes, RANK = node rank) ------------------------
-NPROC_PER_NODE=${NPROC_PER_NODE:-8}
-NNODES=${WORLD_SIZE:-1}
-NODE_RANK=${RANK:-0}
-MASTER_ADDR=${MASTER_ADDR:-"localhost"}
-MASTER_PORT=${MASTER_PORT:-29500}
-DISTRIBUTED_ARGS=(
-    --nproc_per_node "$NPROC_PER_NODE"
-    --nnodes "$NNODES"
-    --node_rank "$NODE_RANK"
-    --master_addr "$MASTER_ADDR"
-    --master_port "$MASTER_PORT"
-)
-# torchrun sets WORLD_SIZE/RANK per process itself; the node-level values above must not leak into it
-unset WORLD_SIZE RANK
+source "$(dirname "${BASH_SOURCE[0]}")/../_recipe_common.sh"
 
 # -- Model and data -------------------------------------------------------------
 MODEL_NAME=${MODEL_NAME:-"groot_n1_7"}
@@ -73,20 +59,7 @@ if [[ -n "$TENSORBOARD_PATH" ]]; then
     TRAINING_ARGS+=(--tensorboard-dir "$TENSORBOARD_PATH")
 fi
 
-groot_launch() {
-    # $1: title; then the strategy flags; "--" separates the user's passthrough arguments
-    local title=$1; shift
-    local strategy=()
-    while [[ $# -gt 0 && "$1" != "--" ]]; do strategy+=("$1"); shift; done
-    [[ "${1:-}" == "--" ]] && shift
-    echo "========================================================================"
-    echo "  embodied GR00T N1.7 fine-tuning ($title)"
-    echo "  Model:      $MODEL_NAME (embodiment $EMBODIMENT_TAG)"
-    echo "  Processes:  $NPROC_PER_NODE x $NNODES node(s) (this is node $NODE_RANK, master $MASTER_ADDR:$MASTER_PORT)"
-    echo "  Data:       $DATA_PATH"
-    echo "  Checkpoint: ${CHECKPOINT_PATH:-<random init>}"
-    echo "  Output:     $OUTPUT_DIR"
-    echo "========================================================================"
-    exec torchrun "${DISTRIBUTED_ARGS[@]}" -m embodied_core.cli.main train \
-        "${MODEL_ARGS[@]}" "${DATA_ARGS[@]}" "${TRAINING_ARGS[@]}" "${strategy[@]}" "$@"
+MODEL_SUMMARY="$MODEL_NAME (embodiment $EMBODIMENT_TAG)"
+groot_launch() {  # $1: title; then the strategy flags; "--" then the user's arguments
+    recipe_launch "GR00T N1.7" "$@"
 }
