@@ -30,6 +30,7 @@ from embodied_data.lerobot.deltas import query_indices, to_frame_offsets
 from embodied_data.lerobot.features import DEFAULT_COLUMNS
 from embodied_data.lerobot.metadata import LeRobotMeta, format_ranges
 from embodied_data.lerobot.table import EpisodeTable, load_table
+from embodied_data.strategies.base import SampleIndex, SampleIndexBuilder, SampleQuery
 from embodied_data.video.backends import make_backend
 from embodied_data.video.base import VideoBackend
 
@@ -74,6 +75,8 @@ class LeRobotDataset(Dataset):
             :mod:`embodied_data.feature_maps`); empty when it keeps the stored keys and dimensions.
         decoder_cache_size: open decoders kept per worker.
         meta: an already loaded :class:`LeRobotMeta` of ``root``.
+        sample_index: a strategy's builder of the sample -> rows map (``DatasetPlan.sample_index``); None makes
+            every frame a sample.
     """
 
     def __init__(self, root: str | Path, *, episodes: Sequence[int] | None = None, split: str | None = None,
@@ -81,7 +84,7 @@ class LeRobotDataset(Dataset):
                  video_backend: str | VideoBackend = "torchcodec", camera_keys: Sequence[str] | None = None,
                  expected_version: str | None = None, transform: Callable[[Sample], Sample] | None = None,
                  feature_maps: Sequence[FeatureMap] = (), decoder_cache_size: int = 8,
-                 meta: LeRobotMeta | None = None) -> None:
+                 meta: LeRobotMeta | None = None, sample_index: SampleIndexBuilder | None = None) -> None:
         self.meta = meta if meta is not None else LeRobotMeta.load(root, expected_version=expected_version)
         self.root = self.meta.root
         self.tolerance_s = float(tolerance_s)
@@ -102,6 +105,10 @@ class LeRobotDataset(Dataset):
         columns = list(dict.fromkeys([*self.data_keys, *DEFAULT_COLUMNS, *image_keys]))
         self.table: EpisodeTable = load_table(self.meta, self.episodes, columns=columns)
         self._check_timestamps()
+        self.index: SampleIndex | None = None if sample_index is None else sample_index(self.table, self.meta)
+        if self.index is not None and len(self.index) == 0:
+            raise DataError(f"{self.root}: the strategy's sample index has no samples in the selected episodes "
+                            f"{format_ranges(self.episodes)} (are the episodes shorter than its window?)")
 
     # ---------------------------------------------------------------- checks at construction
     def _check_cameras(self, camera_keys: Sequence[str] | None) -> list[str]:
@@ -148,10 +155,12 @@ class LeRobotDataset(Dataset):
 
     # ---------------------------------------------------------------- Dataset API
     def __len__(self) -> int:
-        return len(self.table)
+        return len(self.table) if self.index is None else len(self.index)
 
     def episode_ranges(self) -> list[tuple[int, int]]:
         """``(start, stop)`` positions of each selected episode, in order (read by the streaming loader)."""
+        if self.index is not None:
+            return self.index.episode_ranges()
         starts = np.unique(self.table.episode_start)
         return [(int(s), int(self.table.episode_end[s])) for s in starts]
 
@@ -179,35 +188,47 @@ class LeRobotDataset(Dataset):
         return mapped_features(self.feature_maps, features)
 
     def __getitem__(self, position: int) -> Sample:
-        if not 0 <= position < len(self.table):
-            raise IndexError(f"position {position} out of range for {len(self.table)} frames")
-        row = int(position)
+        if not 0 <= position < len(self):
+            raise IndexError(f"position {position} out of range for {len(self)} samples")
+        query = SampleQuery(row=int(position)) if self.index is None else self.index.query(int(position))
+        row = query.row
         start, end = int(self.table.episode_start[row]), int(self.table.episode_end[row])
         columns = self.table.columns
         sample: Sample = {}
         for key in self.data_keys:
-            offsets = self.offsets.get(key)
+            rows, pad = self._rows(key, query, start=start, end=end)
             if columns[key].dtype == object:  # string columns (e.g. language annotations) stay Python values
                 values = columns[key]
-                sample[key] = values[row] if offsets is None else [values[r] for r in query_indices(
-                    row, offsets, start=start, end=end)[0]]
-            elif offsets is None:
+                sample[key] = values[row] if rows is None else [values[r] for r in rows]
+            elif rows is None:
                 # np.array copies the row (a view would pin the whole column); faster than torch.tensor
                 sample[key] = torch.from_numpy(np.array(columns[key][row]))
             else:
-                rows, pad = query_indices(row, offsets, start=start, end=end)
                 sample[key] = torch.from_numpy(columns[key][rows])
                 sample[f"{key}_is_pad"] = torch.from_numpy(pad)
         for cam in self.camera_keys:
-            offsets = self.offsets.get(cam)
-            if offsets is None:
+            rows, pad = self._rows(cam, query, start=start, end=end)
+            if rows is None:
                 sample[cam] = self._frames(cam, np.asarray([row]))[0]
             else:
-                rows, pad = query_indices(row, offsets, start=start, end=end)
                 sample[cam] = self._frames(cam, rows)
                 sample[f"{cam}_is_pad"] = torch.from_numpy(pad)
         sample["task"] = self.meta.tasks[int(columns["task_index"][row])]
+        sample.update(query.info)
         return self.transform(sample) if self.transform is not None else sample
+
+    def _rows(self, key: str, query: SampleQuery, *, start: int, end: int
+              ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Rows of ``key`` for one sample and their pad mask: the query's own rows, else the plan's offsets
+        around the anchor row, else (None, None) for the anchor row alone."""
+        if key in query.rows:
+            rows = np.asarray(query.rows[key], dtype=np.int64)
+            pad = query.pad.get(key)
+            return rows, (np.zeros(len(rows), dtype=bool) if pad is None else np.asarray(pad, dtype=bool))
+        offsets = self.offsets.get(key)
+        if offsets is None:
+            return None, None
+        return query_indices(query.row, offsets, start=start, end=end)
 
     # ---------------------------------------------------------------- frames
     def _frames(self, cam: str, rows: np.ndarray) -> torch.Tensor:

@@ -133,4 +133,5 @@ def build_dataset(args: TrainingArgs, data_config: BaseDataConfig) -> LeRobotDat
     return LeRobotDataset(meta.root, meta=meta, split=split, episodes=episodes,
                           delta_timestamps=plan.delta_timestamps, camera_keys=plan.camera_keys,
                           video_backend=args.video_backend,
-                          transform=Compose(tuple(transforms)) if transforms else None, feature_maps=feature_maps)
+                          transform=Compose(tuple(transforms)) if transforms else None, feature_maps=feature_maps,
+                          sample_index=plan.sample_index)

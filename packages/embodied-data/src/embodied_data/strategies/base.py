@@ -2,24 +2,79 @@
 
 Strategies only look at metadata (no parquet, no video), so a wrong key or a bad layout file is reported before
 any data is read. Their transforms are picklable objects (DataLoader workers may be spawned).
+
+Most strategies make every frame a sample and read fixed offsets around it (``delta_timestamps``). A strategy
+whose samples are something else (only the starts of full windows, language-chunk anchors, per-sample frame
+lists) sets ``DatasetPlan.sample_index``: a picklable builder that the dataset calls once with the loaded rows,
+and that maps each sample position to the rows it reads (:class:`SampleIndex`, :class:`SampleQuery`).
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
+import numpy as np
 
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.errors import UsageError, did_you_mean
 from embodied_data.feature_maps import FeatureMap
 from embodied_data.lerobot.metadata import LeRobotMeta
 
-__all__ = ["Compose", "DatasetPlan", "DatasetStrategy", "history_offsets", "make_strategy", "require_feature"]
+if TYPE_CHECKING:
+    from embodied_data.lerobot.table import EpisodeTable
+
+__all__ = ["Compose", "DatasetPlan", "DatasetStrategy", "SampleIndex", "SampleIndexBuilder", "SampleQuery",
+           "history_offsets", "make_strategy", "require_feature"]
 
 Sample = dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class SampleQuery:
+    """The rows one sample reads (what :meth:`SampleIndex.query` returns).
+
+    Attributes:
+        row: the anchor row (table position): the sample's ``task``, indices and every key that neither ``rows``
+            nor the plan's ``delta_timestamps`` name come from it.
+        rows: key (data column or camera) -> absolute table rows to read, in order; the sample holds the key
+            with a leading time dimension. Keys not named here use the plan's ``delta_timestamps`` around
+            ``row`` (or the anchor row alone).
+        pad: key -> bool mask over ``rows[key]`` (stored as ``<key>_is_pad``); keys in ``rows`` without a mask
+            get an all-False one.
+        info: extra plain values merged into the sample (for example the frame indices a window used).
+    """
+
+    row: int
+    rows: Mapping[str, np.ndarray] = attrs.field(factory=dict)
+    pad: Mapping[str, np.ndarray] = attrs.field(factory=dict)
+    info: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class SampleIndex(Protocol):
+    """The samples of a dataset whose samples are not "every frame" (built once per dataset by a
+    :data:`SampleIndexBuilder`)."""
+
+    def __len__(self) -> int:
+        """Number of samples."""
+        ...
+
+    def query(self, position: int) -> SampleQuery:
+        """The rows sample ``position`` (``0 <= position < len(self)``) reads."""
+        ...
+
+    def episode_ranges(self) -> list[tuple[int, int]]:
+        """``(start, stop)`` sample positions of each episode, in order, tiling ``range(len(self))`` (episodes
+        without samples are left out)."""
+        ...
+
+
+SampleIndexBuilder = Callable[["EpisodeTable", LeRobotMeta], SampleIndex]
+"""``builder(table, meta) -> SampleIndex``: called once when the dataset has loaded its rows (``table`` holds every
+non-camera column of the selected episodes, string columns included). Must pickle (a class, not a closure)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -32,12 +87,15 @@ class DatasetPlan:
         transform: applied to each sample dict (None: samples keep the LeRobot keys as read).
         feature_map: what ``transform`` does to the dataset's stats and feature metadata (None: it keeps the
             stored keys and dimensions); see :mod:`embodied_data.feature_maps`.
+        sample_index: builds the map from sample positions to rows when samples are not "every frame with
+            ``delta_timestamps``" (None: one sample per frame).
     """
 
     delta_timestamps: dict[str, list[float]]
     camera_keys: list[str]
     transform: Callable[[Sample], Sample] | None = None
     feature_map: FeatureMap | None = None
+    sample_index: SampleIndexBuilder | None = None
 
 
 class DatasetStrategy(abc.ABC):
