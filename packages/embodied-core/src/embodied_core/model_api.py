@@ -63,8 +63,37 @@ class TensorBatch(dict):
         return 0
 
 
+def _memory_order(tensor: torch.Tensor) -> list[int] | None:
+    """The dimension order in which ``tensor`` is laid out densely (e.g. ``[1, 2, 0]`` for a CHW view of HWC
+    memory), or None when it is contiguous as it is or not a permutation of dense memory."""
+    if tensor.dim() < 2 or tensor.is_contiguous():
+        return None
+    order = sorted(range(tensor.dim()), key=lambda d: -tensor.stride(d))
+    return order if tensor.permute(order).is_contiguous() else None
+
+
+def _stack(values: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``torch.stack(values)``, copying in the samples' own memory order when they all are the same permuted view.
+
+    Decoders hand frames out as NCHW views of NHWC memory; stacking them as they are copies element by element
+    across strides (~15x slower for a batch of camera frames), while stacking the dense NHWC tensors is a plain
+    copy. The result equals ``torch.stack(values)`` and keeps the samples' layout (e.g. channels-last).
+    """
+    import torch
+
+    first = values[0]
+    order = _memory_order(first)
+    if order is None or any(v.shape != first.shape or v.stride() != first.stride() for v in values[1:]):
+        return torch.stack(values)
+    stacked = torch.stack([v.permute(order) for v in values])
+    return stacked.permute(0, *(d + 1 for d in sorted(range(len(order)), key=order.__getitem__)))
+
+
 def collate_samples(samples: Sequence[Mapping[str, Any]]) -> TensorBatch:
-    """Stacks tensors and numbers key by key; strings become lists. All samples must share keys."""
+    """Stacks tensors and numbers key by key; strings become lists. All samples must share keys.
+
+    Tensors that are permuted views of dense memory (decoded frames) are stacked in their memory order
+    (``_stack``): equal values, a fraction of the copy time."""
     import torch
 
     keys = list(samples[0])
@@ -76,7 +105,7 @@ def collate_samples(samples: Sequence[Mapping[str, Any]]) -> TensorBatch:
         values = [s[key] for s in samples]
         first = values[0]
         if isinstance(first, torch.Tensor):
-            batch[key] = torch.stack(values)
+            batch[key] = _stack(values)
         elif isinstance(first, (bool, int, float)):
             batch[key] = torch.tensor(values)
         else:

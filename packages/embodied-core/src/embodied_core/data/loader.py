@@ -5,8 +5,14 @@ were handed to the trainer. Resuming rebuilds the epoch's order from ``(seed, ep
 ``position`` without decoding skipped samples, so a resumed run sees exactly the batches an
 uninterrupted run would have seen. Per-sample randomness (augmentations) is seeded from
 ``(seed, epoch, index)``, never from the trainer's global RNG, so it does not depend on worker count.
-With ``streaming=True`` the dataset is read as an iterable, episode block by block, sharded by rank and
-worker (``streaming.py``); its state is the same ``(epoch, position)``.
+With ``streaming=True`` the epoch order visits the dataset episode block by block (``streaming.py``); its state
+is the same ``(epoch, position)``.
+
+One DataLoader serves every epoch and its workers persist (``persistent_workers``): a worker imports its
+decoders and opens its files once per run, not once per epoch. Each epoch (and a resume) only hands the
+loader's sampler that epoch's remaining keys; the DataLoader deals the batches to the workers round-robin and
+returns them in order, so the batches do not depend on the worker count and a resumed run reproduces the
+uninterrupted one. Workers seeded with ``seed_workers`` are seeded once, from the epoch they started in.
 """
 
 from __future__ import annotations
@@ -17,10 +23,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from embodied_core.data.samplers import ShareFn
-from embodied_core.data.streaming import StreamingShard, episode_blocks, streaming_order
+from embodied_core.data.streaming import episode_blocks, streaming_order
 from embodied_core.data.transport import PackingCollate, unpack_small_tensors
 from embodied_core.data.worker_errors import WorkerFailure, in_worker, raise_if_failure
 from embodied_core.errors import EmbodiedError
@@ -86,6 +92,34 @@ class _SeededTransformDataset(Dataset):
                 np.random.set_state(np_state)
 
 
+class _WorkerSeeder:
+    """``seed_workers``: seeds a worker's global RNGs from ``(seed, epoch, worker_id)`` (picklable for spawn)."""
+
+    def __init__(self, seed: int, epoch: int) -> None:
+        self.seed = seed
+        self.epoch = epoch
+
+    def __call__(self, worker_id: int) -> None:
+        seed = sample_seed(self.seed, self.epoch, 10_000_000 + worker_id)
+        torch.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+
+
+class _EpochKeys(Sampler):
+    """The persistent DataLoader's sampler: the ``(epoch, index)`` keys of the epoch being read, set before each
+    pass (the sampler is iterated in the main process, so workers need not know about epochs)."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[int, int]] = []
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter(self.keys)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
 class ResumableLoader:
     """Endless iterator of collated batches over epochs, with ``state_dict``/``load_state_dict``.
 
@@ -102,8 +136,8 @@ class ResumableLoader:
             over ranks).
         num_workers, multiprocessing_context, seed_workers: DataLoader worker settings; ``seed_workers``
             seeds each worker's global RNGs from ``(seed, epoch, worker_id)``.
-        streaming: read the dataset as an iterable, episode block by block (``streaming.py``); the state
-            records the mode, since its order differs from the map-style one.
+        streaming: read the dataset episode block by block (``streaming.py``); the state records the mode,
+            since its order differs from the map-style one.
         episode_ranges: the dataset's ``(start, stop)`` episode ranges (``TrainingDataset.episode_ranges()``),
             the blocks streaming reads; None: fixed runs of ``streaming_block_size``.
         streaming_block_size, streaming_window_blocks: block length without ``episode_ranges``, and how many
@@ -148,6 +182,8 @@ class ResumableLoader:
         self.position = 0
         self._blocks = episode_blocks(episode_ranges, len(dataset), streaming_block_size) if streaming else []
         self.streaming_window_blocks = streaming_window_blocks
+        self._keys = _EpochKeys()
+        self._loader: DataLoader | None = None
         if self.batches_per_epoch() == 0:
             raise ValueError(f"the dataset has {len(dataset)} samples: too few for one batch of {batch_size} "
                              "per rank; lower --per-device-batch-size, use more data or --no-batch-drop-last")
@@ -173,46 +209,49 @@ class ResumableLoader:
         """How many of an epoch's ``num_indices`` indices are read (whole batches only with ``drop_last``)."""
         return num_indices // self.batch_size * self.batch_size if self.drop_last else num_indices
 
-    def _worker_init(self, worker_id: int) -> None:
-        seed = sample_seed(self.seed + self.rank_seed, self.epoch, 10_000_000 + worker_id)
-        torch.manual_seed(seed)
-        random.seed(seed)
-        np.random.seed(seed % 2**32)
-
-    def _epoch_loader(self) -> DataLoader:
+    def _epoch_keys(self) -> list[tuple[int, int]]:
+        """The keys of the current epoch from ``position`` on (whole batches only with ``drop_last``)."""
         indices = self.epoch_indices(self.epoch)
-        keys = [(self.epoch, i) for i in indices[self.position : self._usable(len(indices))]]
-        if self.streaming:
-            dataset, sampler = StreamingShard(self._dataset, keys, batch_size=self.batch_size,
-                                              drop_last=self.drop_last), None
-        else:
-            dataset, sampler = self._dataset, keys
+        return [(self.epoch, i) for i in indices[self.position : self._usable(len(indices))]]
+
+    def _build_loader(self) -> DataLoader:
         return DataLoader(
-            dataset,
+            self._dataset,
             batch_size=self.batch_size,
-            sampler=sampler,
+            sampler=self._keys,
             collate_fn=PackingCollate(self.collate_fn) if self.num_workers > 0 else self.collate_fn,
             num_workers=self.num_workers,
             multiprocessing_context=self.multiprocessing_context,
-            worker_init_fn=self._worker_init if self.seed_workers else None,
-            persistent_workers=False,
+            worker_init_fn=_WorkerSeeder(self.seed + self.rank_seed, self.epoch) if self.seed_workers else None,
+            persistent_workers=self.num_workers > 0,
             pin_memory=self.pin_memory,
             drop_last=self.drop_last,
-            # A DataLoader draws its workers' base seed from this generator when it starts iterating; without
-            # one it would draw from the global torch RNG, so a resumed run (which starts iterating mid-epoch)
-            # would shift the model's random stream and no longer reproduce the uninterrupted run.
+            # A DataLoader draws its workers' base seed from this generator when its workers start; without one
+            # it would draw from the global torch RNG, so a resumed run (which starts its workers mid-run) would
+            # shift the model's random stream and no longer reproduce the uninterrupted run.
             generator=torch.Generator().manual_seed(sample_seed(self.seed, self.epoch, -2)),
         )
 
     def __iter__(self) -> Iterator[Any]:
         while True:
-            epoch_length = self._usable(len(self.epoch_indices(self.epoch)))
-            for batch in self._epoch_loader():
+            keys = self._epoch_keys()
+            epoch_length = self.position + len(keys)
+            self._keys.keys = keys
+            if self._loader is None:
+                self._loader = self._build_loader()
+            for batch in self._loader:
                 raise_if_failure(batch)
                 self.position = min(self.position + self.batch_size, epoch_length)  # the last batch may be short
                 yield unpack_small_tensors(batch) if self.num_workers > 0 else batch
             self.epoch += 1
             self.position = 0
+
+    def close(self) -> None:
+        """Stops the persistent workers now (they also stop when the loader is garbage collected)."""
+        loader, self._loader = self._loader, None
+        iterator = getattr(loader, "_iterator", None)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
 
     def state_dict(self) -> dict[str, int]:
         """Position of the next batch: epoch and samples already consumed in it on this rank."""

@@ -4,6 +4,11 @@ A backend keeps its open decoders in a bounded LRU cache keyed by file path. The
 that opened the decoders: it is dropped when the backend is pickled (DataLoader workers with ``spawn``) or
 used from a forked child, so every worker opens its own decoders lazily on first use and then reuses them.
 
+A backend imports its decoder modules (``preload_modules``) when it is built and when it is unpickled, not on
+the first decode: built in the main process, they are already imported in every forked DataLoader worker
+(torchcodec pulls in ``torch._dynamo``, seconds per worker under load); a spawned worker imports them once, when
+it unpickles the dataset, and keeps them for every epoch (the loader's workers persist).
+
 Each backend declares the codecs it has no decoder for. The codec is probed from the file (never taken from
 info.json, which can be wrong), and a file a backend cannot decode is an :class:`UnsupportedVideoError` that
 names the codec and the backends that can decode it: never a black frame.
@@ -58,6 +63,8 @@ class VideoBackend(abc.ABC):
     """Codecs (normalized names, see :func:`probe_codec`) this backend has no decoder for."""
     requires: ClassVar[tuple[str, ...]] = ()
     """Top-level modules the backend imports."""
+    preload_modules: ClassVar[tuple[str, ...]] = ()
+    """Modules :meth:`_open` / :meth:`_decode` import, imported up front by :meth:`preload` (see the module doc)."""
 
     def __init__(self, *, cache_size: int = 8) -> None:
         if cache_size < 1:
@@ -70,6 +77,7 @@ class VideoBackend(abc.ABC):
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._owner_pid = os.getpid()
+        self.preload()
 
     # ---------------------------------------------------------------- public API
     def decode(self, path: str | Path, timestamps: Sequence[float]) -> DecodedFrames:
@@ -79,6 +87,22 @@ class VideoBackend(abc.ABC):
             raise ValueError("decode() needs at least one timestamp")
         frames, pts = self._decode(handle, str(path), [float(t) for t in timestamps])
         return DecodedFrames(frames=frames, pts=pts)
+
+    def preload(self) -> None:
+        """Imports the decoder modules now (idempotent; a no-op once they are imported in this process).
+
+        Raises:
+            UnsupportedVideoError: a module is installed but fails to import (e.g. torchcodec without the FFmpeg
+                libraries it links), naming the backend, the module and the error.
+        """
+        for module in self.preload_modules:
+            try:
+                importlib.import_module(module)
+            except (ImportError, OSError, RuntimeError) as exc:
+                raise UnsupportedVideoError(
+                    f"video backend {self.name!r}: importing {module} failed ({exc}); fix that installation or "
+                    f"use --video-backend with another of: {', '.join(backends_that_can_decode(None)) or 'none'}"
+                ) from None
 
     def close(self) -> None:
         """Closes every cached decoder of this process."""
@@ -152,6 +176,7 @@ class VideoBackend(abc.ABC):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._owner_pid = os.getpid()
+        self.preload()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # interpreter shutdown: modules may already be gone

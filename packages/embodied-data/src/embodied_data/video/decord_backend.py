@@ -17,6 +17,7 @@ class DecordBackend(VideoBackend):
 
     name = "decord"
     requires = ("decord",)
+    preload_modules = ("decord",)
     unsupported_codecs = frozenset({"av1"})
 
     def _open(self, path: str) -> Any:

@@ -28,6 +28,7 @@ class OpenCVBackend(VideoBackend):
 
     name = "opencv"
     requires = ("cv2",)
+    preload_modules = ("cv2",)
     unsupported_codecs = frozenset({"av1"})
 
     def _open(self, path: str) -> Any:

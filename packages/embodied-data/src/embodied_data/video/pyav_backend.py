@@ -34,6 +34,7 @@ class PyAVBackend(VideoBackend):
 
     name = "pyav"
     requires = ("av",)
+    preload_modules = ("av",)
 
     def _open(self, path: str) -> Any:
         import av

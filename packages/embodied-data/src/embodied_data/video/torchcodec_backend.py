@@ -22,6 +22,7 @@ class TorchCodecBackend(VideoBackend):
 
     name = "torchcodec"
     requires = ("torchcodec",)
+    preload_modules = ("torchcodec.decoders",)
 
     def __init__(self, *, cache_size: int = 8, seek_mode: str = "approximate", num_threads: int = 1) -> None:
         super().__init__(cache_size=cache_size)

@@ -20,6 +20,7 @@ class TorchvisionAVBackend(VideoBackend):
 
     name = "torchvision_av"
     requires = ("torchvision", "av")
+    preload_modules = ("torchvision", "av")
 
     @staticmethod
     def available() -> str | None:
