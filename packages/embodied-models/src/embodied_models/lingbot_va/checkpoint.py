@@ -29,6 +29,7 @@ from torch import nn
 from embodied_core.checkpoint.keymap import IDENTITY, Allow, KeyMap, LoadReport, Rename, compare_state, load_state
 from embodied_core.checkpoint.readers import iter_tensors, read_json, read_tensors
 from embodied_core.errors import CheckpointError
+from embodied_models.wan.patch import conv3d_weight_to_linear
 
 __all__ = ["KEY_MAPS", "LoadReport", "convert_wan22_state_dict", "iter_transformer_folder", "load_pretrained",
            "load_transformer_folder", "map_keys", "read_diffusers_folder", "save_transformer_folder", "strict_report"]
@@ -54,7 +55,7 @@ KEY_MAPS: dict[str, KeyMap] = {layout: _prefix_map(prefix) for layout, prefix in
 
 def _flatten_patch_embedding(weight: torch.Tensor) -> torch.Tensor:
     # Conv3d [D, C, pt, ph, pw] -> Linear [D, C*pt*ph*pw], in the (channel, pt, ph, pw) order our patchify uses
-    return weight.flatten(1) if weight.ndim == 5 else weight
+    return conv3d_weight_to_linear(weight) if weight.ndim == 5 else weight
 
 
 WAN22_KEY_MAP = KeyMap(renames=(Rename(r"patch_embedding\.(?P<rest>.+)", "patch_embedding_mlp.{rest}",

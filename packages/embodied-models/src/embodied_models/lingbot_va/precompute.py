@@ -12,10 +12,8 @@ in the LingBot-VA reference (lerobot ``LingBotVAPolicy._encode_training_latents`
 from __future__ import annotations
 
 import argparse
-import html
 import logging
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +36,7 @@ from embodied_models.lingbot_va.cache import (
 )
 from embodied_models.lingbot_va.config import LingBotVADataConfig
 from embodied_models.lingbot_va.vae import encode_cameras, normalize_latents
+from embodied_models.wan.text import UMT5TextEncoder, clean_prompt
 
 __all__ = ["PrecomputeResult", "clean_prompt", "main", "precompute_latents"]
 
@@ -52,11 +51,6 @@ class PrecomputeResult:
     encoded: tuple[int, ...]
     skipped: tuple[int, ...]
     cache: Path
-
-
-def clean_prompt(text: str) -> str:
-    """HTML-unescape and collapse whitespace (Wan's prompt cleaning without ftfy)."""
-    return re.sub(r"\s+", " ", html.unescape(html.unescape(text))).strip()
 
 
 def _cache_spec(data_config: LingBotVADataConfig, base_model_path: Path) -> dict[str, Any]:
@@ -76,19 +70,13 @@ def _require_folder(base: Path, name: str) -> Path:
 def encode_texts(base: Path, prompts: dict[str, str], *, text_len: int, device: torch.device,
                  dtype: torch.dtype) -> dict[str, torch.Tensor]:
     """UMT5 embeddings trimmed to each prompt's valid tokens, name -> [T_i, text_dim] (bf16 on CPU)."""
-    from transformers import AutoTokenizer, UMT5EncoderModel
-
-    tokenizer = AutoTokenizer.from_pretrained(str(_require_folder(base, "tokenizer")))
-    encoder = UMT5EncoderModel.from_pretrained(str(_require_folder(base, "text_encoder")), torch_dtype=dtype)
-    encoder = encoder.to(device).eval()
+    _require_folder(base, "tokenizer")
+    _require_folder(base, "text_encoder")
+    text = UMT5TextEncoder.from_base(base, dtype=dtype, device=device)
     out = {}
-    with torch.no_grad():
-        for name, prompt in prompts.items():
-            tokens = tokenizer([clean_prompt(prompt)], padding="max_length", max_length=text_len, truncation=True,
-                               add_special_tokens=True, return_attention_mask=True, return_tensors="pt")
-            mask = tokens.attention_mask.to(device)
-            hidden = encoder(tokens.input_ids.to(device), attention_mask=mask).last_hidden_state[0]
-            out[name] = hidden[: int(mask.sum())].to(torch.bfloat16).cpu()
+    for name, prompt in prompts.items():  # one at a time: the embeddings do not depend on what else is encoded
+        hidden, mask = text([prompt], text_len=text_len)
+        out[name] = hidden[0, : int(mask.sum())].to(torch.bfloat16).cpu()
     return out
 
 

@@ -9,7 +9,8 @@ The draw order is the reference's (lerobot ``LingBotVAPolicy.training_loss_from_
 seeded like the reference's global RNG replays its draws exactly: video ``rand(F)``, video noise, video
 coin ``rand(1)`` (+ conditioning ``rand(F)`` and noise when taken), action ``rand(F)``, action noise,
 action coin, ``randint(1, 5)`` chunk size, ``randint(4, 65)`` window size; then (ours) the per-sample text
-dropout coins.
+dropout coins. The schedule itself (:class:`FlowMatchSchedule`, :func:`sigma_schedule`) is the shared
+:mod:`embodied_models.wan.flow`.
 """
 
 from __future__ import annotations
@@ -17,37 +18,9 @@ from __future__ import annotations
 import attrs
 import torch
 
+from embodied_models.wan.flow import FlowMatchSchedule, sigma_schedule
+
 __all__ = ["FlowMatchSchedule", "StreamDraw", "draw_mask_params", "draw_stream", "sigma_schedule"]
-
-
-def sigma_schedule(shift: float, num_steps: int) -> torch.Tensor:
-    """Shifted sigmas ``s*u / (1 + (s-1)*u)`` for ``u = linspace(1, 0, num_steps + 1)[:-1]`` (float32)."""
-    # Explicitly on the CPU: a model built under ``torch.device("meta")`` still needs real schedule values.
-    u = torch.linspace(1.0, 0.0, num_steps + 1, device="cpu")[:-1]
-    return shift * u / (1 + (shift - 1) * u)
-
-
-@attrs.define
-class FlowMatchSchedule:
-    """The discrete training schedule of one stream: sigmas, timesteps (= 1000 sigma) and loss weights."""
-
-    shift: float
-    num_steps: int = 1000
-    sigmas: torch.Tensor = attrs.field(init=False)
-    timesteps: torch.Tensor = attrs.field(init=False)
-    weights: torch.Tensor = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self.sigmas = sigma_schedule(self.shift, self.num_steps)
-        self.timesteps = self.sigmas * self.num_steps
-        # Bell-shaped weight centred on the middle timestep, shifted to start at 0 and rescaled to mean 1.
-        y = torch.exp(-2 * ((self.timesteps - self.num_steps / 2) / self.num_steps) ** 2)
-        shifted = y - y.min()
-        self.weights = shifted * (self.num_steps / shifted.sum())
-
-    def ids_from_uniform(self, u: torch.Tensor) -> torch.Tensor:
-        """Schedule ids ``clamp(int(u * num_steps), 0, num_steps - 1)`` for uniform draws u."""
-        return (u * self.num_steps).clamp(0, self.num_steps - 1).to(torch.int64)
 
 
 @attrs.define

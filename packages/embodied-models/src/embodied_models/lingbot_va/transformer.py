@@ -28,6 +28,7 @@ from embodied_core.trainer.activation_checkpoint import is_checkpointed, set_act
 from embodied_models.lingbot_va.blocks import LingBotBlock
 from embodied_models.lingbot_va.masks import StreamLayout, dense_stream_mask, flex_stream_mask
 from embodied_models.lingbot_va.rope import GridRope
+from embodied_models.wan.patch import patchify, token_grid, unpatchify
 
 __all__ = ["LingBotVATransformer"]
 
@@ -85,10 +86,7 @@ class LingBotVATransformer(ModelMixin, ConfigMixin):
     # ------------------------------------------------------------------ embeddings
     def embed_video(self, latents: torch.Tensor) -> torch.Tensor:
         """[B, C, F, H, W] -> [B, F*h*w, D]; token features ordered (channel, pt, ph, pw) like Conv3d weights."""
-        pt, ph, pw = self.patch_size
-        b, c, f, h, w = latents.shape
-        x = latents.reshape(b, c, f // pt, pt, h // ph, ph, w // pw, pw)
-        x = x.permute(0, 2, 4, 6, 1, 3, 5, 7).reshape(b, (f // pt) * (h // ph) * (w // pw), c * pt * ph * pw)
+        x = patchify(latents, self.patch_size)
         return self.patch_embedding_mlp(x.to(self.patch_embedding_mlp.weight.dtype))
 
     def embed_action(self, actions: torch.Tensor) -> torch.Tensor:
@@ -140,10 +138,7 @@ class LingBotVATransformer(ModelMixin, ConfigMixin):
 
     def video_pred_to_grid(self, pred: torch.Tensor, num_frames: int, height: int, width: int) -> torch.Tensor:
         """Video prediction rows [B, L*P, C] (token, patch position) -> latent grid [B, C, F, H, W]."""
-        pt, ph, pw = self.patch_size
-        b = pred.shape[0]
-        x = pred.reshape(b, num_frames // pt, height // ph, width // pw, pt, ph, pw, -1)
-        return x.permute(0, 7, 1, 4, 2, 5, 3, 6).reshape(b, -1, num_frames, height, width)
+        return unpatchify(pred, token_grid((num_frames, height, width), self.patch_size), self.patch_size)
 
     def _use_flex(self, device: torch.device) -> bool:
         if self.attention_backend == "flex":

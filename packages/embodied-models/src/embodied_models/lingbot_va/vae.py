@@ -4,7 +4,8 @@ Shared by ``precompute-latents`` (whole episodes through ``vae.encode``) and by 
 (:class:`StreamingVAEEncoder`, chunk by chunk with the causal convolution cache carried over, as the reference's
 ``WanVAEStreamingWrapper``; encoding frame 0 and then groups of 4k frames equals encoding the whole clip).
 Frames are resized (bilinear), scaled to [-1, 1], and latents normalized with ``latents_mean/std``; cameras are
-tiled per ``data.camera_layout`` (side by side, or two half-size wrists above the head).
+tiled per ``data.camera_layout`` (side by side, or two half-size wrists above the head). Clip preparation and
+normalization are the shared :mod:`embodied_models.wan.vae`.
 """
 
 from __future__ import annotations
@@ -13,25 +14,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.nn import functional
 
 from embodied_models.lingbot_va.config import LingBotVADataConfig
+from embodied_models.wan.vae import normalize_latents, prepare_clip
 
 __all__ = ["StreamingVAEEncoder", "encode_cameras", "normalize_latents", "prepare_clip"]
-
-
-def prepare_clip(frames: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """uint8 frames [N, 3, H, W] -> float video [3, N, h, w] in [-1, 1] at ``size``."""
-    x = functional.interpolate(frames.float(), size=size, mode="bilinear", align_corners=False)
-    return (x / 127.5 - 1.0).permute(1, 0, 2, 3)
-
-
-def normalize_latents(mu: torch.Tensor, vae: Any) -> torch.Tensor:
-    """(mu - latents_mean) / latents_std per channel, in float32 on mu's device."""
-    shape = (1, vae.config.z_dim, 1, 1, 1)
-    mean = torch.tensor(vae.config.latents_mean, dtype=torch.float32, device=mu.device).view(shape)
-    std = torch.tensor(vae.config.latents_std, dtype=torch.float32, device=mu.device).view(shape)
-    return (mu.float() - mean) / std
 
 
 def encode_cameras(clips: Sequence[torch.Tensor], data_config: LingBotVADataConfig,
