@@ -1,0 +1,1 @@
+"""DreamZero: a causal chunked Wan world-action model (LoongForge) and its ``dreamzero`` dataset strategy."""
