@@ -1,0 +1,42 @@
+"""Fitting a ``[C, T, H, W]`` uint8 video onto a Cosmos3 resolution bucket: frame count, scale, pad."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["aligned_frames", "fit_to_bucket", "scaled_size"]
+
+
+def aligned_frames(frames: int, compression: int) -> int:
+    """Frames kept so that ``(T - 1)`` is a multiple of the VAE's temporal ``compression``: ``(T-1)//c*c + 1``."""
+    return min(frames, max(1, (frames - 1) // compression * compression + 1))
+
+
+def scaled_size(height: int, width: int, bucket_h: int, bucket_w: int) -> tuple[int, int]:
+    """``(h, w)`` of the content inside the bucket: the aspect ratio kept, never enlarged, rounded half up."""
+    ratio = min(bucket_w / width, bucket_h / height, 1.0)
+    return int(ratio * height + 0.5), int(ratio * width + 0.5)
+
+
+def fit_to_bucket(video: torch.Tensor, bucket_h: int, bucket_w: int) -> tuple[torch.Tensor, int, int]:
+    """``video`` ``[..., H, W]`` uint8 scaled into ``bucket_h x bucket_w`` and padded on the bottom and right.
+
+    Down-scaling is bicubic with antialias on float values, clamped to [0, 255] and rounded back to uint8. The pad
+    replicates the edge when a pad is at least as large as the content along its side (a reflection would not
+    fit), else it reflects. Returns ``(video, content_h, content_w)``.
+    """
+    height, width = video.shape[-2:]
+    new_h, new_w = scaled_size(height, width, bucket_h, bucket_w)
+    lead = video.shape[:-2]
+    if (new_h, new_w) != (height, width):
+        flat = video.reshape(-1, 1, height, width).float()
+        flat = F.interpolate(flat, size=(new_h, new_w), mode="bicubic", align_corners=False, antialias=True)
+        video = flat.clamp(0, 255).round().to(video.dtype).reshape(*lead, new_h, new_w)
+    pad_right, pad_bottom = bucket_w - new_w, bucket_h - new_h
+    if pad_right or pad_bottom:
+        mode = "replicate" if pad_right >= new_w or pad_bottom >= new_h else "reflect"
+        flat = video.reshape(-1, 1, new_h, new_w).float()
+        video = F.pad(flat, (0, pad_right, 0, pad_bottom), mode=mode).to(video.dtype).reshape(*lead, bucket_h,
+                                                                                               bucket_w)
+    return video, new_h, new_w
