@@ -1,0 +1,128 @@
+"""``DreamZeroDataConfig``: the ``data:`` section of the DreamZero models (``--dataset-strategy dreamzero``).
+
+No torch here: ``embodied train --model-name dreamzero_tiny --help`` builds its parser from this class. The frame
+geometry (``num_frames``, ``action_horizon``, ``max_chunk_size``, ``num_frame_per_block``, ``state_horizon``,
+``max_state_dim``, ``max_action_dim``) mirrors the model's; the model config checks that both agree.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from embodied_core.config.model_config import BaseDataConfig
+from embodied_core.config.validators import non_negative, positive
+
+__all__ = ["CACHE_FEATURES", "EMBODIMENT_TAGS", "SAMPLER_TYPES", "DreamZeroDataConfig"]
+
+EMBODIMENT_TAGS = ("oxe_droid", "libero_sim", "agibot", "yam")
+SAMPLER_TYPES = ("distributed", "sharded", "global_batch_shard")
+CACHE_FEATURES = ("video_latents", "first_frame_latents", "prompt_embs")
+
+
+def _unit_interval_open(instance: object, attribute: attrs.Attribute, value: float) -> None:
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"data.{attribute.name} must be in (0, 1] (got {value})")
+
+
+def _cache_features(instance: object, attribute: attrs.Attribute, value: list[str]) -> None:
+    unknown = [name for name in value if name not in CACHE_FEATURES]
+    if unknown:
+        raise ValueError(f"data.{attribute.name}: unknown features {unknown}; valid: {', '.join(CACHE_FEATURES)}")
+
+
+@attrs.define(kw_only=True)
+class DreamZeroDataConfig(BaseDataConfig):
+    """DreamZero's LeRobot data: embodiment layout, frame geometry, augmentation, normalization, cache."""
+
+    embodiment_tag: str = attrs.field(default="oxe_droid", validator=attrs.validators.in_(EMBODIMENT_TAGS))
+    """Embodiment preset: keys of meta/modality.json, camera layout, prompt template and projector id
+    (oxe_droid 17, libero_sim 21, agibot 26, yam 32)."""
+    num_frames: int = attrs.field(default=33, validator=positive)
+    """Video frames per sample (non-DROID embodiments): consecutive frames from the anchor, clamped into the
+    episode (the model's ``num_frames``)."""
+    action_horizon: int = attrs.field(default=24, validator=positive)
+    """Actions per chunk (the model's ``action_horizon``); DROID language chunks always hold 24."""
+    state_horizon: int = attrs.field(default=1, validator=positive)
+    """State rows per chunk (the model's ``state_horizon``)."""
+    max_chunk_size: int = attrs.field(default=4, validator=positive)
+    """Action chunks per sample (the model's ``max_chunk_size``); DROID: at most this many language chunks."""
+    num_frame_per_block: int = attrs.field(default=2, validator=positive)
+    """Latent frames per causal block (the model's ``num_frame_per_block``; recorded in the cache manifest)."""
+    max_state_dim: int = attrs.field(default=64, validator=positive)
+    """State vectors are zero padded to this width (``state_mask`` marks the real dimensions)."""
+    max_action_dim: int = attrs.field(default=32, validator=positive)
+    """Action vectors are zero padded to this width (``action_mask`` marks the real dimensions)."""
+    image_height: int = attrs.field(default=176, validator=positive)
+    """Height of each camera view after crop and resize."""
+    image_width: int = attrs.field(default=320, validator=positive)
+    """Width of each camera view after crop and resize."""
+    crop_scale: float = attrs.field(default=0.95, validator=_unit_interval_open)
+    """Crop int(H*s) x int(W*s): at a random place in training (one draw per sample, shared by every view and
+    frame), centred in evaluation."""
+    enable_color_jitter: bool = True
+    """Colour jitter (brightness 0.3, contrast 0.4, saturation 0.5, hue 0.08) after the resize, training only."""
+    use_sample_transform_seed: bool = False
+    """Draw each sample's augmentation from ``sample_transform_seed + flat index`` (independent of workers, order
+    and epoch; the reference's switch for bitwise-reproducible caches); off: the loader's per-sample seed."""
+    sample_transform_seed: int = attrs.field(default=0, validator=non_negative)
+    """Base seed of ``use_sample_transform_seed``."""
+    max_text_length: int = attrs.field(default=512, validator=positive)
+    """UMT5 token ids per prompt (padded / truncated)."""
+    tokenizer_path: str | None = None
+    """Local folder of the UMT5 tokenizer (tokenizer.json); unset: ``--tokenizer-path``."""
+    relative_action: bool = False
+    """Make the actions of each chunk relative to the chunk's anchor state (``relative_action_keys``) and normalize
+    them with relative statistics (``meta/relative_stats_dreamzero.json``, computed in memory when missing)."""
+    relative_action_keys: list[str] | None = None
+    """Action parts made relative; unset: every action part whose name does not contain 'gripper'."""
+    language_chunk_sampling: bool = False
+    """DROID sampling: 24-step chunks anchored every 24 steps inside the anchor's language segment (on for the
+    oxe_droid presets)."""
+    require_full_language_chunks: bool = False
+    """Keep only anchors with exactly ``max_chunk_size`` language chunks (all samples get one shape, so any of them
+    can be batched together); off keeps every anchor with at least one chunk."""
+    keep_empty_language_chunks: bool = False
+    """Reference behaviour: keep the anchors without any valid language chunk as samples (LoongForge then fails
+    with IndexError when reading them); off (default) leaves them out of the sample index."""
+    literal_eval_tasks: bool = False
+    """Reference behaviour: pass each task through ``ast.literal_eval`` before building the prompt (a task that
+    is a Python literal, e.g. ``"[1, 2]"``, is rewritten); off uses the task text as it is."""
+    stats_path: str | None = None
+    """A stats.json to normalize with instead of ``meta/stats.json``; missing stats are computed in memory (never
+    written into the dataset)."""
+    precomputed_cache_dir: str | None = None
+    """Folder of a precomputed cache (``embodied data precompute-dreamzero``); relative paths are under the
+    dataset root. Unset: no cached features (the model encodes online)."""
+    cache_template: str = "index_{index:08d}.pt"
+    """File name of one sample in the cache (``{index}`` = flat sample index)."""
+    cache_features: list[str] = attrs.field(factory=lambda: ["video_latents", "prompt_embs"],
+                                            validator=_cache_features)
+    """Cached features attached to each sample (video_latents, first_frame_latents, prompt_embs)."""
+    cache_validate_sample_hash: bool = True
+    """Check each cached file's size and sha256 against manifest.jsonl when it is read."""
+    cache_require_full_coverage: bool = False
+    """Refuse a cache that does not cover every sample of the dataset."""
+    sampler_type: str = attrs.field(default="distributed", validator=attrs.validators.in_(SAMPLER_TYPES))
+    """Reference sampler name (recorded; the run's sampler is ``--distributed-sampler-mode``)."""
+    shard_sampling_rate: float = attrs.field(default=0.1, validator=_unit_interval_open)
+    """``sharded`` sampler: fraction of each shard's steps drawn per pass."""
+    num_steps_per_shard: int = attrs.field(default=10_000, validator=positive)
+    """``sharded`` sampler: steps per shard."""
+
+    def validate(self) -> list[str]:
+        """Cross-field rules (in addition to the base class')."""
+        problems = super().validate()
+        if self.require_full_language_chunks and not self.language_chunk_sampling:
+            problems.append("data.require_full_language_chunks=true needs data.language_chunk_sampling=true")
+        if self.keep_empty_language_chunks and not self.language_chunk_sampling:
+            problems.append("data.keep_empty_language_chunks=true needs data.language_chunk_sampling=true")
+        if self.keep_empty_language_chunks and self.require_full_language_chunks:
+            problems.append("data.keep_empty_language_chunks and data.require_full_language_chunks exclude each "
+                            "other")
+        if self.language_chunk_sampling and self.embodiment_tag != "oxe_droid":
+            problems.append(f"data.language_chunk_sampling=true is the oxe_droid sampling; data.embodiment_tag is "
+                            f"{self.embodiment_tag!r}")
+        if "{index" not in self.cache_template:
+            problems.append(f"data.cache_template={self.cache_template!r} must contain '{{index...}}' (one file per "
+                            "flat sample index)")
+        return problems

@@ -1,0 +1,126 @@
+"""DreamZero's frame pipeline: crop (random in training, centre in eval), bilinear antialiased resize, optional
+colour jitter, then x255 truncated to uint8 (as DreamZero's ``VideoToNumpy``: pixels are truncated, not rounded).
+
+Every view and frame of a sample share one crop and one jitter draw. Draws come from ``generator`` (a seeded
+``torch.Generator`` for per-sample seeding) or from the global torch RNG (which the loader seeds per sample). The
+order of draws is DreamZero's: crop top, crop left, then the jitter's order permutation and factors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import torch
+import torch.nn.functional as F
+
+__all__ = ["ColorJitter", "CropDraw", "crop_size", "draw_crop", "process_views"]
+
+
+@attrs.frozen
+class CropDraw:
+    """Where the crop sits: ``top``, ``left`` and its size."""
+
+    top: int
+    left: int
+    height: int
+    width: int
+
+
+@attrs.frozen
+class ColorJitter:
+    """Brightness / contrast / saturation / hue jitter ranges (factors ``[1-b, 1+b]``, hue ``[-h, h]``)."""
+
+    brightness: float = 0.3
+    contrast: float = 0.4
+    saturation: float = 0.5
+    hue: float = 0.08
+
+
+def crop_size(height: int, width: int, scale: float) -> tuple[int, int]:
+    """``(int(H*s), int(W*s))``."""
+    return int(height * scale), int(width * scale)
+
+
+def draw_crop(height: int, width: int, scale: float, *, training: bool,
+              generator: torch.Generator | None) -> CropDraw:
+    """A random crop in training (top then left, uniform integers), the centred crop otherwise."""
+    th, tw = crop_size(height, width, scale)
+    if training:
+        top = int(torch.randint(0, height - th + 1, size=(1,), generator=generator)) if height > th else 0
+        left = int(torch.randint(0, width - tw + 1, size=(1,), generator=generator)) if width > tw else 0
+    else:
+        top, left = round((height - th) / 2.0), round((width - tw) / 2.0)
+    return CropDraw(top=top, left=left, height=th, width=tw)
+
+
+def _gray(x: torch.Tensor) -> torch.Tensor:
+    return (0.2989 * x[:, 0] + 0.587 * x[:, 1] + 0.114 * x[:, 2]).unsqueeze(1)
+
+
+def _rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
+    r, g, b = x.unbind(1)
+    maxc, _ = x.max(dim=1)
+    minc, _ = x.min(dim=1)
+    delta = maxc - minc
+    s = torch.where(maxc > 0, delta / torch.where(maxc > 0, maxc, torch.ones_like(maxc)), torch.zeros_like(maxc))
+    safe = torch.where(delta > 0, delta, torch.ones_like(delta))
+    h = torch.where(maxc == r, (g - b) / safe % 6, torch.where(maxc == g, (b - r) / safe + 2, (r - g) / safe + 4))
+    h = torch.where(delta > 0, h / 6.0, torch.zeros_like(h))
+    return torch.stack([h, s, maxc], dim=1)
+
+
+def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
+    h, s, v = x.unbind(1)
+    i = torch.floor(h * 6.0)
+    f = h * 6.0 - i
+    i = i.to(torch.int64) % 6
+    p, q, t = v * (1 - s), v * (1 - s * f), v * (1 - s * (1 - f))
+    choices = [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)]
+    out = torch.zeros_like(x)
+    for k, (rr, gg, bb) in enumerate(choices):
+        mask = (i == k).unsqueeze(1)
+        out = torch.where(mask, torch.stack([rr, gg, bb], dim=1), out)
+    return out
+
+
+def _jitter(x: torch.Tensor, jitter: ColorJitter, generator: torch.Generator | None) -> torch.Tensor:
+    order = torch.randperm(4, generator=generator).tolist()
+
+    def factor(spread: float, centre: float) -> float:
+        return float(torch.empty(1).uniform_(centre - spread, centre + spread, generator=generator))
+
+    factors = [factor(jitter.brightness, 1.0), factor(jitter.contrast, 1.0), factor(jitter.saturation, 1.0),
+               factor(jitter.hue, 0.0)]
+    for op in order:
+        value = factors[op]
+        if op == 0:
+            x = (x * value).clamp(0, 1)
+        elif op == 1:
+            mean = _gray(x).mean(dim=(-3, -2, -1), keepdim=True)
+            x = (value * x + (1 - value) * mean).clamp(0, 1)
+        elif op == 2:
+            x = (value * x + (1 - value) * _gray(x)).clamp(0, 1)
+        else:
+            hsv = _rgb_to_hsv(x)
+            hsv[:, 0] = (hsv[:, 0] + value) % 1.0
+            x = _hsv_to_rgb(hsv).clamp(0, 1)
+    return x
+
+
+def process_views(views: Sequence[torch.Tensor], *, size: tuple[int, int], crop_scale: float, training: bool,
+                  jitter: ColorJitter | None, generator: torch.Generator | None) -> tuple[list[torch.Tensor], CropDraw]:
+    """Crops, resizes (and jitters) views ``[T, C, H, W]`` uint8; returns ``[T, h, w, C]`` uint8 views."""
+    counts = [v.shape[0] for v in views]
+    heights = {tuple(v.shape[-2:]) for v in views}
+    if len(heights) != 1:
+        raise ValueError(f"every camera view must have the same resolution, got {sorted(heights)}")
+    x = torch.cat([v.to(torch.float32) / 255.0 for v in views], dim=0)
+    height, width = x.shape[-2:]
+    draw = draw_crop(int(height), int(width), crop_scale, training=training, generator=generator)
+    x = x[..., draw.top:draw.top + draw.height, draw.left:draw.left + draw.width]
+    x = F.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=True)
+    if jitter is not None and training:
+        x = _jitter(x, jitter, generator)
+    frames = (x.permute(0, 2, 3, 1) * 255).to(torch.uint8)
+    return list(torch.split(frames, counts, dim=0)), draw
