@@ -25,15 +25,34 @@ fi
 PIP=("$VENV/bin/python" -m pip install -q)
 "${PIP[@]}" "$TORCH_REQ"
 TORCH_VERSION="$("$VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+# torchvision: lerobot.configs imports its transforms. PyPI's build for this torch links the CUDA torch libraries, so
+# with a CPU torch its compiled ops (_C) do not load; lerobot only needs the pure-Python transforms. Its module that
+# registers fake kernels for two compiled ops (nms, qnms) is made to skip them when the ops are absent, as it
+# already does for its other ops. On a CUDA host the ops load and nothing changes.
+TORCHVISION_VERSION="${EMBODIED_LEROBOT_TORCHVISION:-0.28.0}"
+"${PIP[@]}" --no-deps "torchvision==$TORCHVISION_VERSION"
 # torchcodec: the release built against this torch (the one our own venv uses); lerobot's pin (< 0.12) predates it.
 TORCHCODEC_VERSION="$("$ROOT/.venv/bin/python" -c 'import importlib.metadata as m; print(m.version("torchcodec"))' \
   2>/dev/null || echo 0.13.0)"
 "${PIP[@]}" --no-deps --ignore-requires-python "lerobot==$LEROBOT_VERSION"
 "${PIP[@]}" "torch==$TORCH_VERSION" "torchcodec==$TORCHCODEC_VERSION" \
-  "datasets>=4.8,<5" "pandas>=2,<3" "pyarrow>=21" "jsonlines>=4" "av>=15" \
+  "datasets>=4.8,<5" "pandas>=2,<3" "pyarrow>=21" "jsonlines>=4" "av>=15,<16" \
   "transformers>=5.4,<5.6" "scipy>=1.14" "numpy>=2,<2.3" "draccus>=0.11.6,<0.12" "huggingface-hub>=1.6,<2" \
   "einops>=0.8" "safetensors>=0.4.3" "gymnasium>=1.1.1" "termcolor>=2.4" "tqdm>=4.66" "packaging>=24.2" \
   "Pillow>=10" "opencv-python-headless>=4.9" "requests>=2.32" "psutil"
+
+"$VENV/bin/python" - <<'PY'
+import importlib.util
+import pathlib
+import re
+
+path = pathlib.Path(importlib.util.find_spec("torchvision").origin).parent / "_meta_registrations.py"
+text = path.read_text()
+text = re.sub(r'^@torch\.library\.register_fake\("(torchvision::\w+)"\)$',
+              r'@(torch.library.register_fake("\1") if torchvision.extension._has_ops() else (lambda fn: fn))',
+              text, flags=re.MULTILINE)
+path.write_text(text)
+PY
 
 # Rewrite the Python-3.12-only declarations (idempotent: a second run finds nothing to change).
 "$VENV/bin/python" - <<'PY'

@@ -132,8 +132,11 @@ def interleaved_ms_per_step(args: argparse.Namespace) -> tuple[float, float]:
         trainer.setup()
         try:
             def plain_batches() -> Any:
-                return iter(DataLoader(trainer.loader._dataset.dataset, batch_size=args.batch_size, shuffle=True,
-                                       drop_last=True, collate_fn=trainer.loader.collate_fn))
+                """Endless batches of a plain DataLoader: a new epoch (reshuffled) whenever one ends."""
+                loader = DataLoader(trainer.loader._dataset.dataset, batch_size=args.batch_size, shuffle=True,
+                                    drop_last=True, collate_fn=trainer.loader.collate_fn)
+                while True:
+                    yield from loader
 
             # --plain-data feeds the Trainer the hand loop's DataLoader: what remains is the loop's own cost.
             data_iter = plain_batches() if args.plain_data else iter(trainer.loader)
