@@ -297,3 +297,19 @@ def test_plan_and_run_checks() -> None:
 
     problems = check_dataset(_args(), BaseDataConfig())
     assert "needs a Cosmos3 model" in problems[0]
+
+
+def test_unknown_task_index_is_an_error(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "droid"
+    shutil.copytree(ROOT / "meta", root / "meta")
+    (root / "videos").symlink_to(ROOT / "videos")
+    tasks = pq.read_table(ROOT / "meta" / "tasks.parquet")
+    pq.write_table(tasks.slice(0, 2), root / "meta" / "tasks.parquet")  # task 2 ("Wipe the table.") dropped
+    for path in sorted((ROOT / "data").glob("chunk-*/file-*.parquet")):
+        target = root / path.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(path)
+    with pytest.raises(DataError, match=r"task_index \[2\].*meta/tasks\.parquet does not list"):
+        build_dataset(_args(root), Cosmos3DataConfig(**GOLDEN))

@@ -87,6 +87,11 @@ class FullWindowIndexBuilder:
         self.keys = tuple(keys)
 
     def __call__(self, table: EpisodeTable, meta: LeRobotMeta) -> FullWindowIndex:
+        unknown = sorted(set(np.unique(table.columns["task_index"]).tolist()) - set(meta.tasks))
+        if unknown:
+            raise DataError(f"{meta.root}: the data rows use task_index {unknown}, which meta/tasks"
+                            f"{'.parquet' if meta.version == 'v3.0' else '.jsonl'} does not list (tasks "
+                            f"{sorted(meta.tasks)}); the captions are built from the task strings")
         starts: list[np.ndarray] = []
         ranges: list[tuple[int, int]] = []
         episode_starts: list[np.ndarray] = []

@@ -24,7 +24,7 @@ def fit_to_bucket(video: torch.Tensor, bucket_h: int, bucket_w: int) -> tuple[to
 
     Down-scaling is bicubic with antialias on float values, clamped to [0, 255] and rounded back to uint8. The pad
     replicates the edge when a pad is at least as large as the content along its side (a reflection would not
-    fit), else it reflects. Returns ``(video, content_h, content_w)``.
+    fit), else it reflects; padding only copies pixels. Returns ``(video, content_h, content_w)``.
     """
     height, width = video.shape[-2:]
     new_h, new_w = scaled_size(height, width, bucket_h, bucket_w)
@@ -35,8 +35,14 @@ def fit_to_bucket(video: torch.Tensor, bucket_h: int, bucket_w: int) -> tuple[to
         video = flat.clamp(0, 255).round().to(video.dtype).reshape(*lead, new_h, new_w)
     pad_right, pad_bottom = bucket_w - new_w, bucket_h - new_h
     if pad_right or pad_bottom:
-        mode = "replicate" if pad_right >= new_w or pad_bottom >= new_h else "reflect"
-        flat = video.reshape(-1, 1, new_h, new_w).float()
-        video = F.pad(flat, (0, pad_right, 0, pad_bottom), mode=mode).to(video.dtype).reshape(*lead, bucket_h,
-                                                                                               bucket_w)
+        edge = pad_right >= new_w or pad_bottom >= new_h
+        rows, cols = _pad_index(new_h, pad_bottom, edge=edge), _pad_index(new_w, pad_right, edge=edge)
+        video = video.index_select(-2, rows).index_select(-1, cols)  # stays uint8: pixels are only copied
     return video, new_h, new_w
+
+
+def _pad_index(size: int, pad: int, *, edge: bool) -> torch.Tensor:
+    """Source index of each output position along one side padded by ``pad`` at the end: the last pixel
+    repeated (``edge``) or mirrored without repeating the border pixel (reflect, ``pad < size``)."""
+    index = torch.arange(size + pad)
+    return index.clamp(max=size - 1) if edge else torch.where(index < size, index, 2 * (size - 1) - index)
