@@ -82,7 +82,8 @@ class FastWAMDataConfig(BaseDataConfig):
     always_false (LoongForge)."""
     text_cache_dir: str | None = None
     """Folder of precomputed UMT5 prompt embeddings ({sha256(prompt)}.t5_len{text_len}.{encoder_id}.pt, made by
-    `embodied data precompute-text`); required unless missing_text_cache=zeros."""
+    `embodied data precompute-text`; absolute or relative to the working directory); required unless
+    missing_text_cache=zeros. Every task of the dataset must have an entry (checked before training)."""
     text_len: int = attrs.field(default=128, validator=positive)
     """Text tokens per prompt (the cache's t5_len; LoongForge's model.tokenizer_max_len)."""
     text_dim: int = attrs.field(default=4096, validator=positive)
