@@ -313,3 +313,28 @@ def test_unknown_task_index_is_an_error(tmp_path: Path) -> None:
         target.symlink_to(path)
     with pytest.raises(DataError, match=r"task_index \[2\].*meta/tasks\.parquet does not list"):
         build_dataset(_args(root), Cosmos3DataConfig(**GOLDEN))
+
+
+def test_policy_observation_gives_the_training_layout(dataset: Any, samples: dict, transform: Any) -> None:
+    rows = _row_sample(dataset, 0)
+    cfg = Cosmos3DataConfig(**GOLDEN)
+    observation = {key: rows[key][0].permute(1, 2, 0).numpy() for key in cfg.camera_keys}  # HWC, as clients send
+    observation.update({cfg.joint_state_key: rows[cfg.joint_state_key][0].numpy(),
+                        cfg.gripper_state_key: rows[cfg.gripper_state_key][0].numpy(), "task": rows["task"]})
+    reader = dataset.transform.transforms[0]
+    out = transform(reader.observation(observation))
+    raw, reference = samples[0]
+    assert out["video"].shape == (3, 1, 640, 640) and torch.equal(out["video"][:, 0], reference["video"][:, 0])
+    assert torch.equal(out["action"], reference["action"][:1]) and int(out["raw_action_dim"]) == 8
+    plan = out["sequence_plan"]
+    assert (plan.condition_frame_indexes_action, plan.action_start_frame_offset) == ([0], 0)
+    assert out["ai_caption"] == reference["ai_caption"].replace(raw["ai_caption"], "put the marker in the cup")
+    state = {key: observation[key] for key in cfg.camera_keys}
+    state["observation.state"] = raw["action"][0].numpy()  # the assembled state (joints, 1 - gripper)
+    assert torch.equal(reader.observation(state)["action"], raw["action"][:1])
+    from embodied_core.errors import ObservationError
+
+    with pytest.raises(ObservationError, match="no state"):
+        reader.observation({key: observation[key] for key in cfg.camera_keys})
+    with pytest.raises(ObservationError, match="uint8 RGB frame"):
+        reader.observation({**observation, cfg.camera_keys[1]: observation[cfg.camera_keys[1]].astype(np.float32)})

@@ -19,13 +19,14 @@ dataset read into the raw Cosmos3 sample (LoongForge's ``DROIDLeRobotDataset`` i
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from embodied_core.errors import DataError
+from embodied_core.errors import DataError, ObservationError
 from embodied_data.strategies.base import SampleQuery
 from embodied_models.cosmos3.data.tables import CONCAT_VIEW_DESCRIPTION
 
@@ -130,7 +131,7 @@ def droid_action(joint_state: torch.Tensor, gripper_state: torch.Tensor, joint_a
     """``[1 + K, J + 1]`` float32: the observed ``[J]`` joints and ``[1]`` gripper, then the ``K`` commanded
     rows; grippers as ``1 - g``."""
     state = torch.cat([joint_state.reshape(-1).float(), (1.0 - gripper_state.reshape(1).double()).float()])
-    commanded = torch.cat([joint_action.reshape(len(joint_action), -1).float(),
+    commanded = torch.cat([joint_action.reshape(len(joint_action), joint_state.numel()).float(),
                            1.0 - gripper_action.reshape(len(gripper_action), 1).float()], dim=-1)
     return torch.cat([state[None], commanded])
 
@@ -165,12 +166,14 @@ class DroidWindowTransform:
         domain_id: the embodiment's domain id.
         caption_choice: 'sample_seed' (global ``random``, seeded per sample by the loader) or 'position'
             (``random.Random(position)``).
+        state_key: key of the assembled ``[J + 1]`` state (joints, 1 - gripper) in policy observations.
     """
 
     def __init__(self, *, camera_keys: tuple[str, str, str], joint_action_key: str, gripper_action_key: str,
                  joint_state_key: str, gripper_state_key: str, fps: float, domain_id: int,
-                 caption_choice: str) -> None:
+                 caption_choice: str, state_key: str = "observation.state") -> None:
         self.camera_keys = tuple(camera_keys)
+        self.state_key = state_key
         self.joint_action_key, self.gripper_action_key = joint_action_key, gripper_action_key
         self.joint_state_key, self.gripper_state_key = joint_state_key, gripper_state_key
         self.fps = float(fps)
@@ -209,3 +212,50 @@ class DroidWindowTransform:
             "start_frame": torch.tensor(int(sample["start_frame"]), dtype=torch.long),
             "task_index": torch.tensor(int(sample["task_index"]), dtype=torch.long),
         }
+
+    def observation(self, observation: Mapping[str, Any]) -> dict[str, Any]:
+        """A policy observation -> the raw sample of one frame (``video`` [3, 1, 1.5 H, W], ``action`` = the
+        observed state row [1, J + 1]), for the same per-sample transform as training.
+
+        ``observation`` holds the three cameras (one uint8 frame each, HWC or CHW), the state as the dataset's
+        joint and gripper columns (``data.joint_state_key`` / ``data.gripper_state_key``, gripper as recorded) or as
+        ``data.state_key`` (``[J + 1]``, gripper already ``1 - g``), and ``task`` (its first ``" | "``
+        alternative is used).
+        """
+        frames = [_frame(observation, key) for key in self.camera_keys]
+        if self.joint_state_key in observation and self.gripper_state_key in observation:
+            joints = torch.as_tensor(np.asarray(observation[self.joint_state_key], dtype=np.float32)).reshape(-1)
+            gripper = torch.as_tensor(np.asarray(observation[self.gripper_state_key], dtype=np.float32)).reshape(-1)
+            if gripper.numel() != 1:
+                raise ObservationError(f"{self.gripper_state_key!r}: expected one gripper value, got "
+                                       f"{gripper.numel()}")
+            state = droid_action(joints, gripper, torch.zeros(0, joints.numel()), torch.zeros(0, 1))
+        elif self.state_key in observation:
+            state = torch.as_tensor(np.asarray(observation[self.state_key], dtype=np.float32)).reshape(1, -1)
+        else:
+            raise ObservationError(f"the observation has no state: give {self.joint_state_key!r} and "
+                                   f"{self.gripper_state_key!r}, or {self.state_key!r} (joints, then 1 - gripper); "
+                                   f"got keys {sorted(observation)}")
+        task = str(observation.get("task") or "")
+        return {
+            "video": concat_view(*(f[None] for f in frames)),
+            "action": state,
+            "ai_caption": task.split(" | ")[0] if task else "",
+            "additional_view_description": CONCAT_VIEW_DESCRIPTION,
+            "conditioning_fps": torch.tensor(int(self.fps), dtype=torch.long),
+            "mode": "policy",
+            "domain_id": torch.tensor(self.domain_id, dtype=torch.long),
+            "viewpoint": "concat_view",
+            "idle_frames": torch.tensor(0, dtype=torch.long),
+        }
+
+
+def _frame(observation: Mapping[str, Any], key: str) -> torch.Tensor:
+    """One camera frame of a policy observation as ``[3, H, W]`` uint8 (HWC or CHW accepted)."""
+    if key not in observation:
+        raise ObservationError(f"the observation lacks the camera {key!r} (got keys {sorted(observation)})")
+    frame = torch.as_tensor(np.asarray(observation[key]))
+    if frame.dtype != torch.uint8 or frame.ndim != 3 or 3 not in (frame.shape[0], frame.shape[-1]):
+        raise ObservationError(f"{key!r}: expected one uint8 RGB frame (H, W, 3) or (3, H, W), got "
+                               f"{frame.dtype} {list(frame.shape)}")
+    return frame if frame.shape[0] == 3 and frame.shape[-1] != 3 else frame.permute(2, 0, 1).contiguous()

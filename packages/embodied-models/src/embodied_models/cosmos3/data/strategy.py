@@ -136,7 +136,7 @@ class Cosmos3DroidStrategy(DatasetStrategy):
         transform = DroidWindowTransform(
             camera_keys=cameras, joint_action_key=cfg.joint_action_key, gripper_action_key=cfg.gripper_action_key,
             joint_state_key=cfg.joint_state_key, gripper_state_key=cfg.gripper_state_key, fps=fps,
-            domain_id=domain_id(cfg.embodiment), caption_choice=cfg.caption_choice)
+            domain_id=domain_id(cfg.embodiment), caption_choice=cfg.caption_choice, state_key=cfg.state_key)
         names = {}
         for out_key, joint in ((cfg.action_key, cfg.joint_action_key), (cfg.state_key, cfg.joint_state_key)):
             joint_names = meta.features[joint].names

@@ -16,7 +16,9 @@ Steps (LoongForge's ``Cosmos3ActionTransform``, whose output the golden files re
 Output keys: ``video`` [3, T', bucket_h, bucket_w] uint8, ``action`` [T', max_action_dim] float32,
 ``raw_action_dim``, ``domain_id``, ``fps`` (float), ``idle_frames``, ``image_size``, ``ai_caption`` (the full
 caption), ``text_token_ids`` (list of int), ``sequence_plan``, ``dataset_index``, ``episode_index``,
-``start_frame``, ``task_index``. A sample without ``action`` (an inference observation) gets no action fields and
+``start_frame``, ``task_index``. The caption describes the window (``action_chunk_length + 1`` frames, cut as in
+step 1) also for a policy observation (:meth:`.reader.DroidWindowTransform.observation`: one frame, ``action`` =
+the observed state row, plan with row 0 and frame 0 clean). A sample without ``action`` gets no action fields and
 a plan without actions.
 """
 
@@ -129,8 +131,11 @@ class Cosmos3SampleTransform:
         if cfg.cfg_dropout_rate > 0.0 and torch.rand(1).item() < cfg.cfg_dropout_rate:
             caption = ""
         else:
+            # the duration of the whole window (equal to ``kept`` in training; an observation has one frame)
+            frames_described = aligned_frames(cfg.window_frames, self.temporal_compression)
             caption = build_caption(sample["ai_caption"], viewpoint=sample["viewpoint"],
-                                    view_description=sample.get("additional_view_description"), frames=kept,
+                                    view_description=sample.get("additional_view_description"),
+                                    frames=frames_described,
                                     fps=fps, bucket_h=bucket_h, bucket_w=bucket_w, exact_duration=cfg.exact_duration)
         action = sample.get("action")
         out: dict[str, Any] = {"video": video}
