@@ -6,7 +6,6 @@ cache it wrote."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -30,16 +29,11 @@ PROMPTS = [format_prompt(t) for t in ("pick the red cube", "stack the blue block
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory) -> Path:
-    """A tiny random UMT5 encoder folder with the umt5_tiny tokenizer next to its weights."""
-    from transformers import UMT5Config, UMT5EncoderModel
+    """A Wan-style base folder: a tiny random UMT5 in text_encoder/ and the umt5_tiny tokenizer in tokenizer/."""
+    from embodied_models.wan.text import TINY_UMT5_CONFIG, build_tiny_umt5
 
-    folder = tmp_path_factory.mktemp("umt5") / "umt5_tiny"
-    torch.manual_seed(0)
-    UMT5EncoderModel(UMT5Config(vocab_size=384, d_model=TEXT_DIM, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
-                                relative_attention_num_buckets=8)).save_pretrained(str(folder))
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(TOKENIZER / name, folder / name)
-    return folder
+    assert TINY_UMT5_CONFIG["d_model"] == TEXT_DIM
+    return build_tiny_umt5(tmp_path_factory.mktemp("umt5") / "base", TOKENIZER)
 
 
 def _argv(dataset: Path, encoder: Path, out: Path) -> list[str]:
@@ -55,8 +49,8 @@ def test_precompute_v30_payload_and_resume(encoder, tmp_path, capsys):
     assert "encoded 3 prompt(s), skipped 0" in capsys.readouterr().out
     files = {p: out / cache_file_name(p, text_len=TEXT_LEN, encoder_id=ENCODER_ID) for p in PROMPTS}
     assert all(f.is_file() for f in files.values())
-    tokenizer = AutoTokenizer.from_pretrained(str(encoder))
-    model = UMT5EncoderModel.from_pretrained(str(encoder)).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(encoder / "tokenizer"))
+    model = UMT5EncoderModel.from_pretrained(str(encoder / "text_encoder")).eval()
     for prompt, path in files.items():
         payload = torch.load(path, weights_only=True)
         tokens = tokenizer([prompt], padding="max_length", max_length=TEXT_LEN, truncation=True, return_tensors="pt")

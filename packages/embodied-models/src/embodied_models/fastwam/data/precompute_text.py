@@ -9,14 +9,13 @@ for v3.0), formats them as FastWAM prompts, and writes one entry per prompt (:mo
 Resumable: entries that exist and read back valid are skipped, and every file is written to a temporary name and
 renamed. Parallel over ranks: under ``torchrun`` (RANK / WORLD_SIZE, or ``--rank`` / ``--world-size``) rank r
 encodes prompts r, r + W, ...; rank 0 also writes ``INDEX.json``. No process group is needed.
-Tokens: whitespace-cleaned prompt, ``</s>`` appended, padded / truncated to ``text_len``; the context is the
-encoder's last hidden state, zero past the prompt's tokens.
+Encoding: :mod:`embodied_models.wan.text` (cleaned prompt, ``</s>`` appended, padded / truncated to ``text_len``;
+the encoder's last hidden state, zero past the prompt's tokens).
 """
 
 from __future__ import annotations
 
 import argparse
-import html
 import logging
 import os
 import re
@@ -63,11 +62,6 @@ def collect_prompts(datasets: Sequence[str | Path], extra: Sequence[str] = ()) -
     return prompts
 
 
-def clean_text(text: str) -> str:
-    """HTML-unescaped twice, whitespace collapsed (the Wan tokenizer's "whitespace" cleaning, without ftfy)."""
-    return re.sub(r"\s+", " ", html.unescape(html.unescape(text))).strip()
-
-
 def _folders(path: Path) -> tuple[Path, Path]:
     """(encoder folder, tokenizer folder) of ``--text-encoder-path``."""
     if (path / "text_encoder" / "config.json").is_file():
@@ -79,7 +73,7 @@ def _folders(path: Path) -> tuple[Path, Path]:
 
 
 class _Encoder:
-    """UMT5 encoder + tokenizer from local folders (transformers), loaded on first use."""
+    """The shared Wan UMT5 encoder (:class:`embodied_models.wan.text.UMT5TextEncoder`), loaded on first use."""
 
     def __init__(self, path: Path, *, text_len: int, device: torch.device, dtype: torch.dtype) -> None:
         from transformers import AutoConfig
@@ -87,27 +81,18 @@ class _Encoder:
         self.encoder_dir, self.tokenizer_dir = _folders(path)
         self.text_dim = int(AutoConfig.from_pretrained(str(self.encoder_dir)).d_model)
         self.text_len, self.device, self.dtype = text_len, device, dtype
-        self._model: Any = None
-
-    def _load(self) -> tuple[Any, Any]:
-        from transformers import AutoTokenizer, UMT5EncoderModel
-
-        if self._model is None:
-            tokenizer = AutoTokenizer.from_pretrained(str(self.tokenizer_dir))
-            model = UMT5EncoderModel.from_pretrained(str(self.encoder_dir), torch_dtype=self.dtype)
-            self._model = (tokenizer, model.to(self.device).eval())
-        return self._model
+        self._umt5: Any = None
 
     def __call__(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        tokenizer, model = self._load()
-        tokens = tokenizer([clean_text(p) for p in prompts], padding="max_length", max_length=self.text_len,
-                           truncation=True, add_special_tokens=True, return_attention_mask=True, return_tensors="pt")
-        mask = tokens.attention_mask.bool()
-        with torch.no_grad():
-            hidden = model(tokens.input_ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
-        context = hidden.float().cpu()
-        context[~mask] = 0.0
-        return context, mask, tokens.input_ids
+        from embodied_models.wan.text import UMT5TextEncoder, clean_prompt
+
+        if self._umt5 is None:
+            self._umt5 = UMT5TextEncoder.from_folders(self.encoder_dir, self.tokenizer_dir, dtype=self.dtype,
+                                                      device=self.device)
+        context, mask = self._umt5(prompts, text_len=self.text_len)
+        ids = self._umt5.tokenizer([clean_prompt(p) for p in prompts], padding="max_length", max_length=self.text_len,
+                                   truncation=True, add_special_tokens=True, return_tensors="pt").input_ids
+        return context.float().cpu(), mask.cpu(), ids
 
 
 def _valid(path: Path, prompt: str, *, text_len: int, text_dim: int) -> bool:
