@@ -60,6 +60,9 @@ class DreamZeroModel(EmbodiedModel):
         data_config: the ``data:`` section (kept for the transforms and the policy).
     """
 
+    base_model_prefix = ""
+    """PEFT (through transformers' weight-conversion scan) reads this of a model holding transformers models."""
+
     def __init__(self, model_config: DreamZeroModelConfig, data_config: Any = None) -> None:
         super().__init__()
         self.config = model_config

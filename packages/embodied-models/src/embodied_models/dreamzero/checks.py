@@ -1,0 +1,33 @@
+"""Rules between DreamZero's ``model:`` and ``data:`` sections and the training flags (no torch).
+
+Declared in the model specs' ``checks``, so they are reported with every other config problem before anything
+is built.
+"""
+
+from __future__ import annotations
+
+__all__ = ["GEOMETRY_FIELDS", "check_run_config"]
+
+GEOMETRY_FIELDS = (("num_frames", "num_frames"), ("action_horizon", "action_horizon"),
+                   ("num_state_per_block", "state_horizon"), ("max_chunk_size", "max_chunk_size"),
+                   ("num_frame_per_block", "num_frame_per_block"), ("max_state_dim", "max_state_dim"),
+                   ("max_action_dim", "max_action_dim"))
+"""(model field, data field) pairs that must agree: the strategy cuts samples with the data values."""
+
+
+def check_run_config(config: object) -> list[str]:
+    """Geometry of both sections agrees; LeRobot data goes through ``--dataset-strategy dreamzero``."""
+    model, data, training = config.model, config.data, config.training  # type: ignore[attr-defined]
+    problems = []
+    for model_field, data_field in GEOMETRY_FIELDS:
+        m, d = getattr(model, model_field), getattr(data, data_field, None)
+        if d is not None and m != d:
+            problems.append(f"model.{model_field}={m} but data.{data_field}={d}: the strategy cuts samples with the "
+                            f"data value and the model expects its own; set both to the same value")
+    if training.dataset_format == "lerobot_datasets" and training.dataset_strategy != "dreamzero":
+        problems.append(f"{training.model_name} reads the dreamzero batch (images, text ids, padded state/action "
+                        f"with masks): add --dataset-strategy dreamzero")
+    if not model.online_encoders and "video_latents" not in (getattr(data, "cache_features", None) or []):
+        problems.append("model.online_encoders=false needs cached video latents: set data.precomputed_cache_dir "
+                        "and keep 'video_latents' in data.cache_features (embodied data precompute-dreamzero)")
+    return problems
