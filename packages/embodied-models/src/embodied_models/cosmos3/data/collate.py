@@ -31,9 +31,10 @@ from embodied_models.cosmos3.data.plan import SequencePlan
 __all__ = ["Cosmos3Batch", "collate_cosmos3"]
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, slots=False)
 class Cosmos3Batch:
-    """One Cosmos3 training batch (see the module docstring)."""
+    """One Cosmos3 training batch (see the module docstring); a plain attribute object (``vars(batch)`` lists the
+    fields)."""
 
     videos: list[torch.Tensor] | None
     text_token_ids: list[list[int]]
