@@ -48,14 +48,13 @@ def bell_weight(timesteps: torch.Tensor, shift: float, num_steps: int = 1000) ->
     """Loss weight of continuous timesteps (0..num_steps): ``(y(t) - y_min) / (mean_i(y_i - y_min) + 1e-10)``.
 
     ``y(t) = exp(-2 ((t - N/2) / N)^2)``; ``y_i`` runs over the float64 grid ``N * phi(linspace(1, 0, N+1)[:-1],
-    shift)``, whose minimum is ``y_min``. Returns float32 weights shaped like ``timesteps``.
+    shift)``, whose minimum is ``y_min``. ``y(t)`` itself is computed in float32, as the references do.
     """
     u = torch.linspace(1.0, 0.0, num_steps + 1, dtype=torch.float64)[:-1]
     grid = _bell(num_steps * shift_sigma(u, shift), num_steps)
-    y_min = grid.min()
-    scale = (grid - y_min).mean() + 1e-10
-    y = _bell(timesteps.to(torch.float64), num_steps)
-    return ((y - y_min.to(y.device)) / scale.to(y.device)).float()
+    y_min = float(grid.min())
+    scale = float((grid - y_min).mean()) + 1e-10
+    return (_bell(timesteps.float(), num_steps) - y_min) / scale
 
 
 def inference_schedule(shift: float, num_steps: int, num_train_steps: int = 1000
