@@ -338,3 +338,15 @@ def test_policy_observation_gives_the_training_layout(dataset: Any, samples: dic
         reader.observation({key: observation[key] for key in cfg.camera_keys})
     with pytest.raises(ObservationError, match="uint8 RGB frame"):
         reader.observation({**observation, cfg.camera_keys[1]: observation[cfg.camera_keys[1]].astype(np.float32)})
+
+
+def test_cli_reports_dead_settings_before_work() -> None:
+    from tests.support import run_embodied
+
+    base = ["train", "--model-name", "cosmos3_tiny", "--dataset-path", str(ROOT), "--dataset-strategy",
+            "cosmos3_droid", "--train-iters", "1", "--num-workers", "0"]
+    dead = run_embodied(*base, "--tokenizer-path", TOKENIZER, "data.target_h=480", "data.video_backend=pyav",
+                        timeout=120)
+    assert dead.returncode == 2 and "Traceback" not in dead.stderr
+    assert "data.target_h: is not a setting of the cosmos3_droid strategy" in dead.stderr
+    assert "data.video_backend: is not a setting" in dead.stderr and "--video-backend" in dead.stderr
