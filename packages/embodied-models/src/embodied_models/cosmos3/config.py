@@ -103,6 +103,11 @@ class Cosmos3ModelConfig(BaseModelConfig):
     """Weight of the action flow loss (masked to each sample's ``raw_action_dim``) added to the vision loss."""
     vision_loss_weight: float = attrs.field(default=1.0, validator=non_negative)
     """Weight of the vision flow loss (LoongForge's ``loss_scale``)."""
+    action_normalization: Literal["none", "mean_std"] = "none"
+    """``none``: actions in dataset units, as LoongForge (fine for DROID's radians); ``mean_std``: the observed-state
+    row standardized with the ``observation.state`` statistics and the command rows with the ``action`` statistics
+    (first ``raw_action_dim`` channels; sampled actions are mapped back), for datasets whose actions are far from
+    unit scale."""
     keys_to_skip_loading: list[str] = attrs.field(factory=lambda: ["action2llm", "llm2action",
                                                                    "action_modality_embed"])
     """LoongForge module names whose weights a LoongForge DCP checkpoint does not load (the action heads start fresh
