@@ -54,7 +54,7 @@ def load_tokenizer(path: str | Path) -> Any:
     from transformers import AutoTokenizer
 
     folder = Path(path)
-    if not folder.is_dir() or not (folder / "tokenizer.json").is_file() and not any(folder.glob("*.model")):
+    if not folder.is_dir() or (not (folder / "tokenizer.json").is_file() and not any(folder.glob("*.model"))):
         raise UsageError(f"tokenizer path {folder}: not a folder with tokenizer.json (the UMT5 tokenizer, e.g. "
                          "google/umt5-xxl downloaded locally); set data.tokenizer_path or --tokenizer-path")
     return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
