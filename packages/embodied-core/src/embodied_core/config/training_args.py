@@ -247,6 +247,14 @@ class TrainingArgs:
     --pretrained-checkpoint / --resume weights in a tensor at a time: no rank holds a full copy of the model
     on the host."""
 
+    # --- Compilation ---
+    compile: bool = False
+    """Regional torch.compile: each block instance of the model's fsdp_units() is compiled on its own (one
+    compiled graph reused by every block of a class), after LoRA and activation checkpointing and before
+    DDP/FSDP wrapping; results equal eager up to float tolerance."""
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    """torch.compile mode of --compile (reduce-overhead uses CUDA graphs: CUDA only, not with FSDP)."""
+
     # --- Freezing ---
     freeze_modules: str = ""
     """Comma-separated module paths (named_modules()) whose parameters are frozen; a path that matches

@@ -200,13 +200,20 @@ class BaseTrainer:
             logger.info("%s", report)
 
     def distribute_model(self, model: nn.Module, *, resuming: bool) -> nn.Module:
-        """Activation checkpointing (``--activation-checkpoint-*`` and the model's own), then the strategy's
-        wrapping (DDP / FSDP). With ``--init-on-meta`` under FSDP the meta model is sharded first, then only this
-        rank's shards are materialized and ``--pretrained-checkpoint`` is streamed into them."""
+        """Activation checkpointing (``--activation-checkpoint-*`` and the model's own), ``--compile`` of the
+        model's blocks, then the strategy's wrapping (DDP / FSDP). With ``--init-on-meta`` under FSDP the meta
+        model is sharded first, then only this rank's shards are materialized and ``--pretrained-checkpoint`` is
+        streamed into them."""
         report = apply_activation_checkpointing(model, patterns=self.args.activation_checkpoint_module_patterns,
                                                 skip=self.args.activation_checkpoint_skip_modules)
         if self.strategy.is_main and (report.checkpointed or report.skipped):
             logger.info("%s", report)
+        if self.args.compile:  # after LoRA and checkpointing, before wrapping (trainer/compile.py)
+            from embodied_core.trainer.compile import compile_blocks
+
+            compiled = compile_blocks(model, mode=self.args.compile_mode)
+            if self.strategy.is_main:
+                logger.info("%s", compiled)
         wrapped = self.strategy.wrap_model(model)
         if self.materializes_after_wrapping:
             self.materialize(model)  # FSDP shards the module in place: ``model`` now holds DTensor shards

@@ -118,8 +118,18 @@ def _check_memory(args: TrainingArgs) -> list[str]:
     return []
 
 
+def _check_compile(args: TrainingArgs) -> list[str]:
+    if not args.compile and args.compile_mode == "default":
+        return []
+    from embodied_core.config.validate import world_size_from_env
+    from embodied_core.trainer.compile import compile_problems
+
+    return compile_problems(args, cuda=_training_device_type() == "cuda", world_size=world_size_from_env())
+
+
 def check_trainer_flags(config: RunConfig) -> list[str]:
-    """Problems with the optimizer, schedule, checkpoint, logger and profiler flags (empty when all is well)."""
+    """Problems with the optimizer, schedule, checkpoint, logger, profiler and compile flags (empty when all is
+    well)."""
     args = config.training
     return [*_check_optimizer(args), *_check_schedule(args), *_check_files_and_packages(args),
-            *_check_profiling(args), *_check_memory(args)]
+            *_check_profiling(args), *_check_memory(args), *_check_compile(args)]
