@@ -29,10 +29,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-from embodied_core.checkpoint.dcp_reader import iter_dcp_tensors
+from embodied_core.checkpoint.dcp_reader import check_dcp_dir, load_dcp_keys
 from embodied_core.checkpoint.keymap import Allow, KeyMap, LoadReport, Rename, load_state
 from embodied_core.checkpoint.pretrained import resolve_weights
 from embodied_core.errors import CheckpointError
@@ -98,11 +100,30 @@ def loongforge_dcp_dir(path: str | Path) -> Path | None:
     return folder if (folder / ".metadata").is_file() else None
 
 
-def _loongforge_items(folder: Path, skip: tuple[str, ...]) -> Iterator[tuple[str, torch.Tensor]]:
-    for key, tensor in iter_dcp_tensors(folder, prefix="net"):
-        name = f"net.{key}"
-        if not any(re.search(rf"(^|\.){re.escape(s)}(\.|$)", name) for s in skip):
-            yield name, tensor
+def _skipped(name: str, skip: tuple[str, ...]) -> bool:
+    return any(re.search(rf"(^|\.){re.escape(s)}(\.|$)", name) for s in skip)
+
+
+def _loongforge_items(folder: Path, skip: tuple[str, ...], *, max_bytes: int = 256 * 2**20
+                      ) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(fqn, full CPU tensor)`` of a LoongForge DCP folder (flat ``net.*`` keys), about ``max_bytes`` at a time,
+    through core's restricted reader; keys of skipped modules are not read."""
+    metadata = check_dcp_dir(folder)
+    paths = metadata.planner_data or {}
+    sizes = {fqn: md.size.numel() * md.properties.dtype.itemsize for fqn, md in metadata.state_dict_metadata.items()
+             if isinstance(md, TensorStorageMetadata) and not _skipped(fqn, skip)}
+    batch: list[str] = []
+    for fqn in [*sorted(sizes), None]:
+        if batch and (fqn is None or sum(sizes[k] for k in batch) + sizes[fqn] > max_bytes):
+            loaded = load_dcp_keys(folder, batch, no_dist=True)
+            for key in batch:
+                node: Any = loaded
+                for part in paths.get(key) or (key,):
+                    node = node[part]
+                yield key, node
+            batch = []
+        if fqn is not None:
+            batch.append(fqn)
 
 
 def _diffusers_source(path: Path) -> Path:
