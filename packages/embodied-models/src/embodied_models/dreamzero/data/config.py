@@ -34,6 +34,10 @@ def _cache_features(instance: object, attribute: attrs.Attribute, value: list[st
 class DreamZeroDataConfig(BaseDataConfig):
     """DreamZero's LeRobot data: embodiment layout, frame geometry, augmentation, normalization, cache."""
 
+    state_key: str = "state"
+    """Key of the concatenated (unpadded) state the strategy reports in the dataset's features and stats."""
+    action_key: str = "action"
+    """Key of the concatenated (unpadded) action the strategy reports in the dataset's features and stats."""
     embodiment_tag: str = attrs.field(default="oxe_droid", validator=attrs.validators.in_(EMBODIMENT_TAGS))
     """Embodiment preset: keys of meta/modality.json, camera layout, prompt template and projector id
     (oxe_droid 17, libero_sim 21, agibot 26, yam 32)."""

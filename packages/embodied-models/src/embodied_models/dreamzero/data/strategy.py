@@ -170,7 +170,8 @@ def plan_dreamzero(meta: LeRobotMeta, data: DreamZeroDataConfig, *, training: bo
         max_action_dim=data.max_action_dim, training=training,
         use_sample_transform_seed=data.use_sample_transform_seed, sample_transform_seed=data.sample_transform_seed,
         cache=_cache(meta, data) if with_cache else None)
-    return DatasetPlan(delta_timestamps={}, camera_keys=list(cameras), transform=transform, sample_index=builder)
+    return DatasetPlan(delta_timestamps={}, camera_keys=list(cameras), transform=transform, feature_map=transform,
+                       sample_index=builder)
 
 
 class DreamZeroStrategy(DatasetStrategy):

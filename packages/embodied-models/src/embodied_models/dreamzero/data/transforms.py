@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from embodied_core.errors import DataError
+from embodied_core.protocols import DatasetFeature
 from embodied_models.dreamzero.data.cache import CacheReader
 from embodied_models.dreamzero.data.embodiments import NEGATIVE_PROMPT, compose_views
 from embodied_models.dreamzero.data.video import ColorJitter, process_views
@@ -168,6 +169,24 @@ class DreamZeroSampleTransform:
         if self.cache is not None:
             out.update(self.cache.load(flat_index, trajectory_id=int(sample.get("trajectory_id", 0)),
                                        base_index=int(sample.get("base_index", 0))))
+        return out
+
+    # ---------------------------------------------------------------- feature map (DatasetPlan.feature_map)
+    def map_stats(self, stats: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:
+        """The stored stats plus ``state`` / ``action``: the q01 / q99 the samples were normalized with (the parts
+        concatenated; relative statistics for relative parts), what a policy needs to undo the normalization."""
+        out = {key: dict(entry) for key, entry in stats.items()}
+        for key, parts in (("state", self.state), ("action", self.action)):
+            out[key] = {"q01": np.concatenate([np.asarray(p.q01, dtype=np.float64).reshape(-1) for p in parts]),
+                        "q99": np.concatenate([np.asarray(p.q99, dtype=np.float64).reshape(-1) for p in parts])}
+        return out
+
+    def map_features(self, features: Mapping[str, DatasetFeature]) -> dict[str, DatasetFeature]:
+        """The stored features plus ``state`` / ``action`` with the embodiment's real (unpadded) widths."""
+        out = dict(features)
+        for key, parts in (("state", self.state), ("action", self.action)):
+            out[key] = DatasetFeature(key=key, dtype="float32", shape=(sum(p.end - p.start for p in parts),),
+                                      names=[f"{p.name}_{i}" for p in parts for i in range(p.end - p.start)])
         return out
 
     # ---------------------------------------------------------------- parts
