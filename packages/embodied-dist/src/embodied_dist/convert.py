@@ -109,6 +109,13 @@ def convert(src: Path, dst: Path, *, fmt: str | None = None, optimizer: Path | N
 
 def main(argv: Sequence[str]) -> int:
     """Entry point of ``embodied checkpoint`` (group ``embodied.commands``)."""
+    from embodied_core import registry
+    from embodied_core.registry.groups import COMMANDS
+
+    # Sub-commands contributed by other packages: ``embodied checkpoint X`` runs the embodied.commands entry
+    # ``checkpoint-X`` (e.g. ``checkpoint-init-fastwam-action-dit`` of embodied-models), never imported here.
+    if argv and not argv[0].startswith("-") and f"checkpoint-{argv[0]}" in registry.names(COMMANDS):
+        return registry.load_factory(COMMANDS, f"checkpoint-{argv[0]}")(list(argv[1:]))
     try:
         args = _parser().parse_args(list(argv))
     except SystemExit as exc:

@@ -64,7 +64,7 @@ def _loongforge_map() -> KeyMap:
 
 _LEROBOT = KeyMap(strip_prefixes=("model.",), renames=tuple(
     Rename(rf"mot\.mixtures\.{expert}\.blocks\.(?P<n>\d+)\.(?P<rest>.+)", f"mot.layers.{{n}}.blocks.{expert}.{{rest}}")
-    for expert in ("video", "action")), keep=("*",))
+    for expert in ("video", "action")), keep=("mot.*", "proprio_encoder.*"))
 
 KEY_MAPS: dict[str, KeyMap] = {"embodied": IDENTITY, "lerobot": _LEROBOT, "loongforge": _loongforge_map()}
 """layout -> its key map onto our module names."""
@@ -177,10 +177,13 @@ def load_pretrained(model: nn.Module, path: str | Path, *, layout: str = "auto")
     if layout == "auto":
         layout = detect_layout(k for k, _ in items)
     keymap = KEY_MAPS[layout]
+    # Dropped before the renames see them (an alias pattern would otherwise claim e.g. TE's _extra_state).
+    ignored = [key for key, _ in items if keymap.is_ignored(key)]
+    kept = [(key, tensor) for key, tensor in items if not keymap.is_ignored(key)]
     aliases: list[str] = []
-    report = load_state(model, list(dedupe_aliases(items, keymap, aliases)), keymap, source=path,
+    report = load_state(model, list(dedupe_aliases(kept, keymap, aliases)), keymap, source=path,
                         hint=f"(read as the {layout} layout; set model.pretrained_layout to choose another)")
-    report.ignored.extend(aliases)
+    report.ignored.extend(ignored + aliases)
     return report
 
 
