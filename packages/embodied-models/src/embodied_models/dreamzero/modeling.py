@@ -135,6 +135,14 @@ class DreamZeroModel(EmbodiedModel):
             action_ids = blocks.expand(-1, -1, num_actions // blocks.shape[1]).flatten(1)
         return ids.to(device), action_ids.to(device)
 
+    def draw_training_noise(self, batch: dict[str, Any], latents: torch.Tensor, actions: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Timestep ids of the video frames and actions, and the noise of both (torch's global RNG)."""
+        del batch
+        b, _, num_frames = latents.shape[:3]
+        ids, action_ids = self.draw_timestep_ids(b, num_frames, actions.shape[1], latents.device)
+        return ids, action_ids, torch.randn_like(latents), torch.randn_like(actions)
+
     def _noised(self, x: torch.Tensor, noise: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         sigma = self.schedule.lookup("sigmas", ids)
         while sigma.dim() < x.dim():
@@ -147,10 +155,7 @@ class DreamZeroModel(EmbodiedModel):
         inputs = self.encode_inputs(batch)
         latents = inputs["latents"]
         actions = batch["action"].float()
-        b, _, num_frames = latents.shape[:3]
-        ids, action_ids = self.draw_timestep_ids(b, num_frames, actions.shape[1], latents.device)
-        noise = torch.randn_like(latents)
-        noise_action = torch.randn_like(actions)
+        ids, action_ids, noise, noise_action = self.draw_training_noise(batch, latents, actions)
         frame_ids = ids[:, None, :, None, None].expand(-1, latents.shape[1], -1, *latents.shape[3:])
         noisy = self._noised(latents, noise, frame_ids)
         noisy_actions = self._noised(actions, noise_action, action_ids)
