@@ -13,15 +13,28 @@ Goal: ours >= 0.85x bare items/s; peak RSS per worker within 10% between 500 and
 per wall second and per CPU second of the loader's processes; on a host shared with other jobs the CPU figure
 is the one to compare (wall time then mostly measures the neighbours).
 
+Side by side with lerobot (issue 19), when the side venv of ``benchmarks/setup_lerobot_venv.sh`` exists: the
+same query in ours and in lerobot 0.6.1's ``LeRobotDataset`` (lingzu episodes with video, action horizon 50, the
+current state and frame, batch 8, the same ``--side-items`` positions in the same order), one whole pass per
+fresh process (``benchmarks/loader_pass.py``), ours and lerobot interleaved, ``--side-rounds`` each. Printed per
+worker count: whole-pass items/s (iterator creation to last batch) and its ratio, first-batch time, peak RSS per
+worker. Goal: items/s >= 1.5x lerobot's at 0 and 2 workers, first batch <= lerobot's, peak RSS per worker <=
+lerobot's.
+
     .venv/bin/python benchmarks/dataloader.py [--items 1000] [--rss-items 500 5000] [--workers 0 2]
+    .venv/bin/python benchmarks/dataloader.py --skip-bare [--side-rounds 3] [--lerobot-python .venv-lerobot/bin/python]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
+import random
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -37,7 +50,9 @@ from embodied_core.model_api import collate_samples
 from embodied_data.lerobot.dataset import LeRobotDataset
 from embodied_data.lerobot.factory import build_dataset
 
-DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "lingzu_pi05_v30"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATASET = REPO.parent / "shared" / "datasets" / "lingzu_pi05_v30"
+DEFAULT_LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
 EPISODES = "3-6,10-12"
 
 
@@ -157,10 +172,70 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="*", default=[0, 2])
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip-bare", action="store_true", help="only the side-by-side run with lerobot")
+    parser.add_argument("--side-items", type=int, default=200, help="positions read per side-by-side pass")
+    parser.add_argument("--side-rounds", type=int, default=3, help="fresh-process passes per side and worker count")
+    parser.add_argument("--lerobot-python", type=Path, default=DEFAULT_LEROBOT_PYTHON,
+                        help="the side venv's interpreter; the side-by-side run is skipped when it is missing")
     opts = parser.parse_args()
     torch.set_num_threads(1)
 
     ours = build_ours(opts.dataset)
+    if not opts.skip_bare:
+        versus_bare(opts, ours)
+    if opts.lerobot_python.exists():
+        versus_lerobot(opts, len(ours))
+    else:
+        print(f"lerobot side by side skipped: {opts.lerobot_python} not found (bash benchmarks/setup_lerobot_venv.sh)")
+
+
+def _pass(python: Path, impl: str, opts: argparse.Namespace, positions: list[int], workers: int) -> dict[str, Any]:
+    """One whole pass in a fresh process (``loader_pass.py``), its JSON result."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run([str(python), str(REPO / "benchmarks" / "loader_pass.py"), "--impl", impl,
+                             "--dataset", str(opts.dataset), "--workers", str(workers),
+                             "--positions", ",".join(map(str, positions))],
+                            capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
+    if result.returncode != 0:
+        raise RuntimeError(f"{impl} pass with {workers} workers failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def versus_lerobot(opts: argparse.Namespace, frames: int) -> None:
+    """Ours vs lerobot's LeRobotDataset: the same positions, fresh process per pass, interleaved."""
+    positions = random.Random(opts.seed).sample(range(frames), opts.side_items)
+    print(f"side by side with lerobot ({opts.lerobot_python}): {opts.side_items} positions of {frames} frames, "
+          f"batch 8, {opts.side_rounds} fresh-process passes per side, interleaved")
+    for workers in opts.workers:
+        runs: dict[str, list[dict[str, Any]]] = {"ours": [], "lerobot": []}
+        for _ in range(opts.side_rounds):
+            runs["ours"].append(_pass(Path(sys.executable), "ours", opts, positions, workers))
+            runs["lerobot"].append(_pass(opts.lerobot_python, "lerobot", opts, positions, workers))
+        if len({r["index_checksum"] for side in runs.values() for r in side}) != 1:
+            raise RuntimeError("ours and lerobot read different frames: the comparison would not be like for like")
+
+        print(_side_line(runs, workers))
+
+
+def _side_line(runs: dict[str, list[dict[str, Any]]], workers: int) -> str:
+    """One printed row of the side-by-side comparison (medians over the passes)."""
+    def med(side: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[side])
+
+    def rss(side: str) -> float:
+        return statistics.median(max(r["peak_rss_mib"]) for r in runs[side])
+
+    ratio = med("ours", "items_per_s") / med("lerobot", "items_per_s")
+    return (f"workers={workers}: whole pass ours {med('ours', 'items_per_s'):6.1f} items/s, lerobot "
+            f"{med('lerobot', 'items_per_s'):6.1f} items/s, ratio {ratio:.2f}x (goal >= 1.5x) | first batch ours "
+            f"{med('ours', 'first_batch_s'):.2f} s, lerobot {med('lerobot', 'first_batch_s'):.2f} s | peak RSS per "
+            f"{'worker' if workers else 'process'} ours {rss('ours'):.0f} MiB, lerobot {rss('lerobot'):.0f} MiB | "
+            f"dataset build ours {med('ours', 'build_s'):.1f} s, lerobot {med('lerobot', 'build_s'):.1f} s "
+            f"(medians of {len(runs['ours'])})")
+
+
+def versus_bare(opts: argparse.Namespace, ours: LeRobotDataset) -> None:
+    """Ours vs a bare torchcodec decode loop: throughput and worker memory over time (issue 3)."""
     bare = BareTorchCodec(bare_jobs(ours))
     print(f"dataset {opts.dataset.name}: {len(ours)} frames, episodes {ours.episodes}, batch {opts.batch_size}, "
           f"cpus {os.cpu_count()}")
