@@ -279,3 +279,31 @@ def test_diffusers_and_loongforge_layouts(tiny, tmp_path):
             other.load_pretrained_checkpoint(tmp_path / "bad.safetensors")
     finally:
         other.config.pretrained_layout = "diffusers"
+
+
+def test_encoder_folders_are_read_at_build_and_after_meta_init(tiny, tmp_path):
+    """Frozen encoders from local diffusers / transformers folders: read by build_model, or (built on the meta
+    device, as --init-on-meta does) by load_pretrained_checkpoint once the model has storage."""
+    from embodied_models.dreamzero.modeling import build_model
+
+    cfg, model, _ = tiny
+    for name, sub in (("vae", "vae"), ("text", "text_encoder"), ("image", "image_encoder")):
+        getattr(model.encoders, name).save_pretrained(tmp_path / sub)
+    from safetensors.torch import save_file
+
+    save_file({k[4:]: v.contiguous() for k, v in model.state_dict().items() if k.startswith("dit.")},
+              tmp_path / "dit.safetensors")
+    paths = {"vae_path": str(tmp_path / "vae"), "text_encoder_path": str(tmp_path / "text_encoder"),
+             "image_encoder_path": str(tmp_path / "image_encoder"), "pretrained_layout": "wan"}
+    mcfg = load_config("dreamzero_tiny", model=paths).model
+    reference = {k: v for k, v in model.state_dict().items() if k.startswith("encoders.")}
+    torch.manual_seed(11)
+    built = build_model(mcfg)
+    for key, value in reference.items():
+        torch.testing.assert_close(built.state_dict()[key], value, rtol=0, atol=0)
+    with torch.device("meta"):
+        lazy = build_model(mcfg)
+    lazy.to_empty(device="cpu")
+    lazy.load_pretrained_checkpoint(tmp_path / "dit.safetensors")
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(lazy.state_dict()[key], value, rtol=0, atol=0)

@@ -30,4 +30,10 @@ def check_run_config(config: object) -> list[str]:
     if not model.online_encoders and "video_latents" not in (getattr(data, "cache_features", None) or []):
         problems.append("model.online_encoders=false needs cached video latents: set data.precomputed_cache_dir "
                         "and keep 'video_latents' in data.cache_features (embodied data precompute-dreamzero)")
+    folders = [f"model.{name}" for name in ("vae_path", "text_encoder_path", "image_encoder_path")
+               if getattr(model, name)]
+    if training.init_on_meta and folders and not training.pretrained_checkpoint:
+        problems.append(f"--init-on-meta re-initializes the model after building it on the meta device; the frozen "
+                        f"encoders of {', '.join(folders)} are read by --pretrained-checkpoint's load: give the Wan "
+                        "DiT as --pretrained-checkpoint (model.pretrained_layout=diffusers)")
     return problems

@@ -1,8 +1,10 @@
 """The frozen encoders of DreamZero's online path: Wan VAE, UMT5 text encoder and CLIP image encoder.
 
-Built from local folders (``model.vae_path`` / ``text_encoder_path`` / ``image_encoder_path``, diffusers /
-transformers layouts) or, when a path is unset, from a config with random weights (tiny presets, meta-device
-counts). Nothing is fetched from a hub. All three are frozen and kept in eval mode.
+Shaped by the ``config.json`` of a local folder (``model.vae_path`` / ``text_encoder_path`` /
+``image_encoder_path``, diffusers / transformers layouts) or, when a path is unset, by a config (random weights:
+tiny presets, meta-device counts); the folders' weights are streamed in by :func:`load_encoder_weights` after the
+model is built (right away, or after ``--init-on-meta`` materialized the shards). Nothing is fetched from a hub.
+All three are frozen and kept in eval mode.
 
 - VAE: ``AutoencoderKLWan`` posterior mode, latents standardized per channel (``embodied_models.wan.vae``).
 - Text: ``UMT5EncoderModel`` last hidden state of the strategy's token ids.
@@ -12,17 +14,20 @@ counts). Nothing is fetched from a hub. All three are frozen and kept in eval mo
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional
 
+from embodied_core.errors import CheckpointError
 from embodied_models.dreamzero.config import DreamZeroModelConfig
 from embodied_models.wan.vae import normalize_latents
 
 __all__ = ["CLIP_MEAN", "CLIP_STD", "FrozenEncoders", "default_image_config", "default_text_config",
-           "default_vae_config"]
+           "default_vae_config", "encoder_paths", "load_encoder_weights"]
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -55,7 +60,7 @@ def _build_vae(cfg: DreamZeroModelConfig) -> nn.Module:
     from diffusers import AutoencoderKLWan
 
     if cfg.vae_path:
-        return AutoencoderKLWan.from_pretrained(cfg.vae_path)
+        return AutoencoderKLWan.from_config(AutoencoderKLWan.load_config(cfg.vae_path))
     return AutoencoderKLWan(**(cfg.vae_config or default_vae_config(cfg.model_type)))
 
 
@@ -63,7 +68,7 @@ def _build_text(cfg: DreamZeroModelConfig) -> nn.Module:
     from transformers import UMT5Config, UMT5EncoderModel
 
     if cfg.text_encoder_path:
-        return UMT5EncoderModel.from_pretrained(cfg.text_encoder_path)
+        return UMT5EncoderModel(UMT5Config.from_pretrained(cfg.text_encoder_path))
     return UMT5EncoderModel(UMT5Config(**(cfg.text_encoder_config or default_text_config())))
 
 
@@ -71,8 +76,51 @@ def _build_image(cfg: DreamZeroModelConfig) -> nn.Module:
     from transformers import CLIPVisionConfig, CLIPVisionModel
 
     if cfg.image_encoder_path:
-        return CLIPVisionModel.from_pretrained(cfg.image_encoder_path)
+        return CLIPVisionModel(CLIPVisionConfig.from_pretrained(cfg.image_encoder_path))
     return CLIPVisionModel(CLIPVisionConfig(**(cfg.image_encoder_config or default_image_config())))
+
+
+_WEIGHT_FILES = ("diffusion_pytorch_model.safetensors.index.json", "diffusion_pytorch_model.safetensors",
+                 "model.safetensors.index.json", "model.safetensors")
+_IGNORED = {"image": ("visual_projection.*", "text_model.*", "text_projection.*", "logit_scale"),
+            "text": ("decoder.*", "lm_head.*"), "vae": ()}
+
+
+def encoder_paths(cfg: DreamZeroModelConfig) -> dict[str, str]:
+    """``{"vae" | "text" | "image": folder}`` of the encoders loaded from local folders."""
+    paths = {"vae": cfg.vae_path, "text": cfg.text_encoder_path, "image": cfg.image_encoder_path}
+    if not cfg.online_encoders:
+        paths.pop("vae"), paths.pop("text")
+    return {name: path for name, path in paths.items() if path}
+
+
+def _with_tied_embedding(items: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
+    """UMT5 ties ``encoder.embed_tokens`` to ``shared`` (files hold ``shared.weight`` only); both names get it, so
+    the tie survives a model materialized from the meta device (where the two are separate tensors)."""
+    for key, tensor in items:
+        yield key, tensor
+        if key == "shared.weight":
+            yield "encoder.embed_tokens.weight", tensor
+
+
+def load_encoder_weights(encoders: nn.Module, cfg: DreamZeroModelConfig) -> list[str]:
+    """Streams each encoder's folder (safetensors, a tensor at a time; only local shards under FSDP) into
+    ``encoders``; strict apart from the heads an encoder-only module lacks. Returns the folders read."""
+    from embodied_core.checkpoint.keymap import KeyMap, load_state
+    from embodied_core.checkpoint.pretrained import resolve_weights
+
+    done = []
+    for name, folder in encoder_paths(cfg).items():
+        path = Path(folder)
+        found = next((path / f for f in _WEIGHT_FILES if (path / f).is_file()), None)
+        if found is None:
+            raise CheckpointError(f"model.{'vae' if name == 'vae' else name + '_encoder'}_path={folder}: no "
+                                  f"{' / '.join(_WEIGHT_FILES)} there")
+        source = resolve_weights(found)
+        items = _with_tied_embedding(source.items()) if name == "text" else source.items()
+        load_state(getattr(encoders, name), items, KeyMap(ignored=_IGNORED[name]), source=found)
+        done.append(str(found))
+    return done
 
 
 class FrozenEncoders(nn.Module):

@@ -27,7 +27,7 @@ from embodied_core.model_api import ModelOutput
 from embodied_core.model_base import EmbodiedModel
 from embodied_models.dreamzero.config import DreamZeroModelConfig
 from embodied_models.dreamzero.dit import CausalWanBlock, CausalWanDiT
-from embodied_models.dreamzero.encoders import FrozenEncoders
+from embodied_models.dreamzero.encoders import FrozenEncoders, encoder_paths, load_encoder_weights
 from embodied_models.dreamzero.loss import action_loss, dynamics_loss
 from embodied_models.dreamzero.schedule import FlowSchedule, inference_sigmas
 
@@ -70,6 +70,7 @@ class DreamZeroModel(EmbodiedModel):
         self.dit = CausalWanDiT(model_config)
         self.encoders = FrozenEncoders(model_config, with_vae_and_text=model_config.online_encoders)
         self.schedule = FlowSchedule(model_config.num_train_timesteps, model_config.shift)
+        self._encoders_pending = False  # encoder folders still to read (set by build_model)
         self._hf_owner = {id(m): owner for owner in (self.encoders.text, self.encoders.image) if owner is not None
                           for m in owner.modules()}
         for module in self.dit.modules():
@@ -233,7 +234,11 @@ class DreamZeroModel(EmbodiedModel):
         a LoongForge DreamZero checkpoint, or ours); strict apart from the parts the layout cannot hold."""
         from embodied_models.dreamzero.checkpoint import load_pretrained
 
-        return load_pretrained(self, path, layout=self.config.pretrained_layout)
+        report = load_pretrained(self, path, layout=self.config.pretrained_layout)
+        if self._encoders_pending and not any(p.is_meta for p in self.encoders.parameters()):
+            load_encoder_weights(self.encoders, self.config)  # --init-on-meta: the folders after materializing
+            self._encoders_pending = False
+        return report
 
     @torch.no_grad()
     def _init_dit_module(self, module: nn.Module) -> None:
@@ -279,5 +284,11 @@ class DreamZeroModel(EmbodiedModel):
 
 
 def build_model(model_config: DreamZeroModelConfig, data_config: Any = None) -> DreamZeroModel:
-    """Factory of the ``dreamzero_*`` model specs."""
-    return DreamZeroModel(model_config, data_config)
+    """Factory of the ``dreamzero_*`` model specs; the frozen encoders' folders are read right away unless the
+    model is built on the meta device (``--init-on-meta``: then by ``load_pretrained_checkpoint``)."""
+    model = DreamZeroModel(model_config, data_config)
+    model._encoders_pending = bool(encoder_paths(model_config))
+    if model._encoders_pending and not any(p.is_meta for p in model.encoders.parameters()):
+        load_encoder_weights(model.encoders, model_config)
+        model._encoders_pending = False
+    return model
