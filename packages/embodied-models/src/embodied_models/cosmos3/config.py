@@ -112,6 +112,10 @@ class Cosmos3ModelConfig(BaseModelConfig):
                                                                    "action_modality_embed"])
     """LoongForge module names whose weights a LoongForge DCP checkpoint does not load (the action heads start fresh
     on a vision-only checkpoint, as the reference's ``keys_to_skip_loading``); empty: load everything."""
+    freeze_understanding: bool = False
+    """Train only the generation pathway (LoongForge's ``train_modules``: every ``*_moe_gen`` weight, the latent and
+    action projections, the time embedding): the token table and every layer's understanding (text) projections,
+    norms and MLP get requires_grad=False. Off: everything the loss reaches trains."""
     # --- inference ---
     num_inference_steps: int = attrs.field(default=30, validator=positive)
     """Euler steps of ``sample_actions`` (vision and action denoised jointly, condition frame kept)."""

@@ -79,10 +79,18 @@ class Cosmos3Model(EmbodiedModel):
     def _freeze_unreachable(self) -> None:
         """Parameters no loss reaches keep requires_grad=False: the text head, the final text norm and, in the last
         layer, the understanding pathway's query, output projection, post-attention norm and MLP (after the last
-        attention the text stream feeds nothing; the generated tokens read only its keys and values)."""
+        attention the text stream feeds nothing; the generated tokens read only its keys and values); with
+        ``model.freeze_understanding`` also the token table and every layer's understanding pathway."""
         last = self.net.layers[-1]
-        for module in (self.net.lm_head, self.net.norm, last.self_attn.to_q, last.self_attn.norm_q,
-                       last.self_attn.to_out, last.post_attention_layernorm, last.mlp):
+        frozen = [self.net.lm_head, self.net.norm, last.self_attn.to_q, last.self_attn.norm_q,
+                  last.self_attn.to_out, last.post_attention_layernorm, last.mlp]
+        if self.config.freeze_understanding:
+            frozen.append(self.net.embed_tokens)
+            for layer in self.net.layers:
+                attn = layer.self_attn
+                frozen += [attn.to_q, attn.to_k, attn.to_v, attn.to_out, attn.norm_q, attn.norm_k, layer.mlp,
+                           layer.input_layernorm, layer.post_attention_layernorm]
+        for module in frozen:
             module.requires_grad_(False)
 
     # ------------------------------------------------------------------ interface
