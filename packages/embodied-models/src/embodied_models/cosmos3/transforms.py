@@ -1,6 +1,10 @@
 """``make_transforms`` of the Cosmos3 models: the ``cosmos3_droid`` per-sample transform and collator
 (:mod:`embodied_models.cosmos3.data`), optional action standardization, and the inverse for sampled actions.
 
+Policy observations (the three cameras, the state, the task; no ``video``) are first made the raw sample of one
+frame by the strategy's :meth:`~.data.reader.DroidWindowTransform.observation` (:class:`PolicyObservations`), so
+inference runs training's transform; the caption names ``data.action_fps`` (required at inference).
+
 ``sample_actions`` returns ``[B, action_chunk_length, max_action_dim]``; ``postprocess_actions`` keeps the first
 ``data.action_dim`` channels (DROID: 7 joints, then ``1 - gripper``, exactly the strategy's ``action`` feature) and,
 with ``model.action_normalization=mean_std``, undoes the standardization. With ``none`` (LoongForge's behaviour)
@@ -15,14 +19,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from embodied_core.errors import DataError
+from embodied_core.errors import DataError, ObservationError
 from embodied_core.model_api import Transforms
 from embodied_models.cosmos3.config import Cosmos3ModelConfig
 from embodied_models.cosmos3.data.collate import collate_cosmos3
 from embodied_models.cosmos3.data.config import Cosmos3DataConfig
+from embodied_models.cosmos3.data.reader import DroidWindowTransform
+from embodied_models.cosmos3.data.tables import domain_id
 from embodied_models.cosmos3.data.transform import make_sample_transform
 
-__all__ = ["ActionPostprocess", "StandardizeActions", "make_transforms"]
+__all__ = ["ActionPostprocess", "PolicyObservations", "StandardizeActions", "make_transforms"]
 
 _MIN_STD = 1e-6
 
@@ -58,6 +64,27 @@ class StandardizeActions:
         return out
 
 
+class PolicyObservations:
+    """Passes dataset samples through; turns a policy observation into the raw sample of one frame (picklable)."""
+
+    def __init__(self, inner: Any, data_config: Cosmos3DataConfig) -> None:
+        self.inner, self.cfg = inner, data_config
+
+    def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
+        if "video" in sample:
+            return self.inner(sample)
+        cfg = self.cfg
+        if cfg.action_fps is None:
+            raise ObservationError("a Cosmos3 policy names the clip's frame rate in its caption: the checkpoint's "
+                                   "data.action_fps is unset (train with data.action_fps=<the dataset's fps>)")
+        reader = DroidWindowTransform(camera_keys=tuple(cfg.camera_keys), joint_action_key=cfg.joint_action_key,
+                                      gripper_action_key=cfg.gripper_action_key, joint_state_key=cfg.joint_state_key,
+                                      gripper_state_key=cfg.gripper_state_key, fps=cfg.action_fps,
+                                      domain_id=domain_id(cfg.embodiment), caption_choice=cfg.caption_choice,
+                                      state_key=cfg.state_key)
+        return self.inner(reader.observation(sample))
+
+
 class ActionPostprocess:
     """``[B, H, max_action_dim]`` -> ``[B, H, action_dim]`` in dataset units (picklable)."""
 
@@ -83,5 +110,5 @@ def make_transforms(model_config: Cosmos3ModelConfig, data_config: Cosmos3DataCo
     if model_config.action_normalization == "mean_std":
         moments = _moments(stats, data_config.action_key, width)
         sample = StandardizeActions(sample, _moments(stats, data_config.state_key, width), moments)
-    return Transforms(sample_transform=sample, collate_fn=collate_cosmos3,
+    return Transforms(sample_transform=PolicyObservations(sample, data_config), collate_fn=collate_cosmos3,
                       postprocess_actions=ActionPostprocess(width, moments))
