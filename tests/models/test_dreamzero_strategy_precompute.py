@@ -13,9 +13,12 @@ import torch
 from embodied_core.errors import DataError
 from embodied_data.lerobot.dataset import LeRobotDataset
 from embodied_data.lerobot.metadata import LeRobotMeta
+from embodied_models.dreamzero.data.collate import DreamZeroCollator
 from embodied_models.dreamzero.data.config import DreamZeroDataConfig
-from embodied_models.dreamzero.data.precompute import encode_video, main
+from embodied_models.dreamzero.data.precompute import encode_prompt, encode_video, main
 from embodied_models.dreamzero.data.strategy import plan_dreamzero
+from embodied_models.wan.text import UMT5TextEncoder
+from embodied_models.wan.vae import load_vae
 from tests.support import DATASETS_DIR, run_embodied
 
 ROOT = DATASETS_DIR / "strategies"
@@ -45,7 +48,8 @@ def encoders(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _args(encoders: Path, cache: Path, *extra: str) -> list[str]:
     return [str(LIBERO), "--output", str(cache), "--vae-path", str(encoders / "vae"), "--text-encoder-path",
-            str(encoders / "text_encoder"), "--tokenizer-path", str(TOKENIZER), "--episodes", "2", *OVERRIDES,
+            str(encoders / "text_encoder"), "--tokenizer-path", str(TOKENIZER), "--episodes", "2",
+            "--features", "video_latents,first_frame_latents,prompt_embs", *OVERRIDES,
             *extra]
 
 
@@ -57,39 +61,37 @@ def test_precompute_two_ranks_resume_and_training_reads_it(encoders: Path, tmp_p
     assert main(_args(encoders, cache, "--rank", "0", "--world-size", "2")) == 0  # resumes rank 0's share
     out = capsys.readouterr().out
     assert "encoded 2 sample(s), kept 1" in out and "not complete" in out and not (cache / "_SUCCESS").exists()
-    result = run_embodied("data", "precompute-dreamzero", *_args(encoders, cache, "--rank", "1", "--world-size", "2"))
-    assert result.returncode == 0, result.stderr
-    assert "encoded 2 sample(s)" in result.stdout and "wrote the manifest" in result.stdout
+    assert main(_args(encoders, cache, "--rank", "1", "--world-size", "2")) == 0
+    out = capsys.readouterr().out
+    assert "encoded 2 sample(s)" in out and "wrote the manifest" in out
     files = sorted(p.name for p in cache.glob("index_*.pt"))
     assert files == [f"index_{i:08d}.pt" for i in range(53, 58)]  # episode 2 = flat indices 53..57
     manifest = json.loads((cache / "manifest.json").read_text())
     assert manifest["coverage"] == {"dataset_len": 85, "processed": 5, "saved": 5, "selected": 5}
 
-    config = DreamZeroDataConfig(**SETTINGS, precomputed_cache_dir=str(cache))
+    config = DreamZeroDataConfig(**SETTINGS, precomputed_cache_dir=str(cache),
+                                 cache_features=["video_latents", "first_frame_latents", "prompt_embs"])
     meta = LeRobotMeta.load(LIBERO)
     plan = plan_dreamzero(meta, config)  # the manifest validates against the dataset and the settings
     ds = LeRobotDataset(LIBERO, meta=meta, episodes=[2], video_backend="pyav", camera_keys=plan.camera_keys,
                         transform=plan.transform, sample_index=plan.sample_index)
     sample = ds[3]
     assert sample["video_latents"].shape == (4, 3, 3, 8) and sample["prompt_embs"].shape == (64, 8)
-    from diffusers import AutoencoderKLWan
-
-    vae = AutoencoderKLWan.from_pretrained(str(encoders / "vae")).eval()
+    vae = load_vae(encoders / "vae")
     torch.testing.assert_close(sample["video_latents"], encode_video(vae, sample["images"]))  # cached == online
-    from transformers import UMT5EncoderModel
-
-    from embodied_models.dreamzero.data.collate import DreamZeroCollator
-    from embodied_models.dreamzero.data.precompute import encode_prompt
-
-    collator = DreamZeroCollator(TOKENIZER, max_length=64, num_views=2)
-    ids, mask = collator.tokenize([collator.prompt(sample["text"], sample["embodiment_id"])])
-    online = encode_prompt(UMT5EncoderModel.from_pretrained(str(encoders / "text_encoder")).eval(), ids, mask)
+    assert sample["first_frame_latents"].shape == (4, 3, 3, 8)
+    torch.testing.assert_close(sample["first_frame_latents"],
+                               encode_video(vae, sample["images"], first_frame_only=True))
+    prompt = DreamZeroCollator(TOKENIZER, max_length=64, num_views=2).prompt(sample["text"], sample["embodiment_id"])
+    online = encode_prompt(UMT5TextEncoder.from_folders(encoders / "text_encoder", TOKENIZER), prompt, text_len=64)
     torch.testing.assert_close(sample["prompt_embs"], online)
 
     assert main(_args(encoders, cache, "data.image_height=20")) == 2  # the cache was begun with 24
     assert "data.image_height: 24 -> 20" in capsys.readouterr().err
-    assert main(_args(encoders, tmp_path / "c2", "data.use_sample_transform_seed=false")) == 2
-    assert "use_sample_transform_seed=true is required" in capsys.readouterr().err
+    bad = run_embodied("data", "precompute-dreamzero", *_args(encoders, tmp_path / "c2",
+                                                              "data.use_sample_transform_seed=false"))
+    assert bad.returncode == 2 and "use_sample_transform_seed=true is required" in bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 def _copy(tmp: Path) -> Path:

@@ -2,11 +2,12 @@
 
 For every sample of the ``dreamzero`` strategy (the training samples, same crop: the augmentation is seeded per
 sample, so ``data.use_sample_transform_seed=true`` is required), encodes with the Wan VAE (diffusers
-``AutoencoderKLWan`` from ``--vae-path``) the sample's ``images`` (``video_latents`` [C, T', h, w], normalized with
-the VAE's ``latents_mean`` / ``latents_std``) and its first frame followed by zero frames (``first_frame_latents``,
-the image condition of I2V backbones), and with UMT5 (transformers ``UMT5EncoderModel`` from
-``--text-encoder-path``) the sample's embodiment prompt (``prompt_embs`` [L, D], rows past the prompt's length
-zeroed). One file per flat sample index, written atomically.
+``AutoencoderKLWan`` from ``--vae-path``, through the shared :mod:`embodied_models.wan` substrate) the sample's
+``images`` (``video_latents`` [C, T', h, w], normalized with the VAE's ``latents_mean`` / ``latents_std``) and its
+first frame followed by zero frames (``first_frame_latents``, the image condition of I2V backbones), and with UMT5
+(``UMT5EncoderModel`` from ``--text-encoder-path``, :class:`embodied_models.wan.text.UMT5TextEncoder`) the sample's
+embodiment prompt (``prompt_embs`` [L, D], rows past the prompt's tokens zeroed). One file per flat sample index,
+written atomically.
 
 Resumable: files already present are kept. Parallel over ranks: rank r encodes positions r, r + W, ... (under
 torchrun RANK / WORLD_SIZE, or ``--rank`` / ``--world-size``); the rank that finds every file present writes the
@@ -62,40 +63,31 @@ class PrecomputeResult:
     cache: Path
 
 
-def _to_video(images: torch.Tensor, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def _to_video(images: torch.Tensor) -> torch.Tensor:
     """``[T, H, W, 3]`` uint8 -> ``[1, 3, T, H, W]`` in [-1, 1]."""
-    x = images.to(device=device, dtype=torch.float32).permute(3, 0, 1, 2).unsqueeze(0) / 255.0
-    return (x * 2.0 - 1.0).to(dtype)
-
-
-def _normalize(vae: Any, mu: torch.Tensor) -> torch.Tensor:
-    config = vae.config
-    mean, std = getattr(config, "latents_mean", None), getattr(config, "latents_std", None)
-    if mean is None or std is None:
-        return mu
-    shape = (1, len(mean), 1, 1, 1)
-    return (mu - torch.tensor(mean, dtype=mu.dtype, device=mu.device).view(shape)) / torch.tensor(
-        std, dtype=mu.dtype, device=mu.device).view(shape)
+    x = images.to(torch.float32).permute(3, 0, 1, 2).unsqueeze(0) / 255.0
+    return x * 2.0 - 1.0
 
 
 @torch.no_grad()
 def encode_video(vae: Any, images: torch.Tensor, *, first_frame_only: bool = False) -> torch.Tensor:
-    """Normalized Wan VAE latents ``[C, T', h, w]`` of ``images`` (``[T, H, W, 3]`` uint8); with
-    ``first_frame_only`` the frames after the first are zeros (DreamZero's image-condition latents)."""
-    param = next(vae.parameters())
-    video = _to_video(images, param.dtype, param.device)
+    """Normalized Wan VAE latents ``[C, T', h, w]`` of ``images`` (``[T, H, W, 3]`` uint8; the shared Wan substrate's
+    :func:`embodied_models.wan.vae.encode_video`); with ``first_frame_only`` the frames after the first are zeros
+    (DreamZero's image-condition latents)."""
+    from embodied_models.wan.vae import encode_video as wan_encode
+
+    video = _to_video(images)
     if first_frame_only:
         video = torch.cat([video[:, :, :1], torch.zeros_like(video[:, :, 1:])], dim=2)
-    mu = vae.encode(video).latent_dist.mode()
-    return _normalize(vae, mu.float())[0].cpu()
+    return wan_encode(vae, video)[0].float().cpu()
 
 
 @torch.no_grad()
-def encode_prompt(encoder: Any, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """UMT5 last hidden state ``[L, D]`` of one tokenized prompt, rows past its length zeroed."""
-    device = next(encoder.parameters()).device
-    hidden = encoder(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state[0].float().cpu()
-    return hidden * mask[0].to(hidden.dtype).unsqueeze(-1)
+def encode_prompt(text_encoder: Any, prompt: str, *, text_len: int) -> torch.Tensor:
+    """UMT5 last hidden state ``[L, D]`` of one prompt (:class:`embodied_models.wan.text.UMT5TextEncoder`: cleaned,
+    tokenized to ``text_len``, rows past its tokens zeroed)."""
+    hidden, _ = text_encoder([prompt], text_len=text_len)
+    return hidden[0].float().cpu()
 
 
 def _atomic_bytes(path: Path, payload: bytes) -> None:
@@ -238,16 +230,15 @@ def precompute_dreamzero(dataset_root: str | Path, *, output: str | Path, data: 
     ds = LeRobotDataset(meta.root, video_backend=video_backend, camera_keys=plan.camera_keys, transform=plan.transform,
                         sample_index=plan.sample_index, meta=meta, episodes=episodes)
     run_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    vae = encoder = None
+    vae = text_encoder = collator = None
     if vae_folder is not None:
-        from diffusers import AutoencoderKLWan
+        from embodied_models.wan.vae import load_vae
 
-        vae = AutoencoderKLWan.from_pretrained(str(vae_folder), torch_dtype=dtype).to(run_device).eval()
-    collator = None
+        vae = load_vae(vae_folder, dtype=dtype, device=run_device)
     if text_folder is not None:
-        from transformers import UMT5EncoderModel
+        from embodied_models.wan.text import UMT5TextEncoder
 
-        encoder = UMT5EncoderModel.from_pretrained(str(text_folder), dtype=dtype).to(run_device).eval()
+        text_encoder = UMT5TextEncoder.from_folders(text_folder, str(tokenizer), dtype=dtype, device=run_device)
         collator = DreamZeroCollator(str(tokenizer), max_length=data.max_text_length, num_views=len(plan.camera_keys),
                                      literal_eval_tasks=data.literal_eval_tasks)
     encoded, skipped = [], []
@@ -268,8 +259,8 @@ def precompute_dreamzero(dataset_root: str | Path, *, output: str | Path, data: 
         if "first_frame_latents" in features:
             out["first_frame_latents"] = encode_video(vae, sample["images"], first_frame_only=True)
         if collator is not None:
-            ids, mask = collator.tokenize([collator.prompt(sample["text"], sample["embodiment_id"])])
-            out["prompt_embs"] = encode_prompt(encoder, ids, mask)
+            prompt = collator.prompt(sample["text"], sample["embodiment_id"])
+            out["prompt_embs"] = encode_prompt(text_encoder, prompt, text_len=data.max_text_length)
         target.parent.mkdir(parents=True, exist_ok=True)
         _atomic_torch(target, out)
         encoded.append(flat)
