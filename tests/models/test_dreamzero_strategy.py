@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -243,3 +244,19 @@ def test_bad_setups_are_clear_errors() -> None:
     assert any("oxe_droid sampling" in p for p in problems)
     with pytest.raises(ValueError, match="embodiment_tag"):
         DreamZeroDataConfig(embodiment_tag="gr1")
+
+
+def test_vectorized_chunk_counts_equal_the_reference_walk() -> None:
+    """The index builder's vectorized counts equal the per-step walk (DreamZero's order) on random segmentations."""
+    from embodied_models.dreamzero.data.index import chunk_counts, language_chunks
+
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        length = int(rng.integers(1, 130))
+        cuts = np.sort(rng.integers(0, length, size=int(rng.integers(0, 4))))
+        language = np.asarray([f"task {np.searchsorted(cuts, i, side='right') % 2}" for i in range(length)],
+                              dtype=object)
+        for chunks in (1, 2, 3):
+            walked = [(len(v) - 1) // 8 if len(v) else 0
+                      for v in (language_chunks(language, base, chunks)[0] for base in range(length))]
+            assert chunk_counts(language, chunks).tolist() == walked, (length, cuts.tolist(), chunks)

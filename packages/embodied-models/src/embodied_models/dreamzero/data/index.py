@@ -28,7 +28,7 @@ from embodied_data.lerobot.table import EpisodeTable
 from embodied_data.strategies.base import SampleQuery
 
 __all__ = ["CHUNK", "LanguageChunkIndex", "LanguageChunkIndexBuilder", "WindowIndex", "WindowIndexBuilder",
-           "language_chunks", "reference_flat_offsets"]
+           "chunk_counts", "language_chunks", "reference_flat_offsets"]
 
 CHUNK = 24
 """Steps per DROID language chunk (DreamZero's fixed action chunk)."""
@@ -117,6 +117,34 @@ def language_chunks(language: Sequence[Any] | np.ndarray, base: int, max_chunks:
     actions = actions[:min(len(actions), CHUNK * max_chunks) // CHUNK * CHUNK]
     return (np.asarray(frames, dtype=np.int64), np.asarray(states, dtype=np.int64),
             np.asarray(actions, dtype=np.int64))
+
+
+def chunk_counts(language: Sequence[Any] | np.ndarray, max_chunks: int) -> np.ndarray:
+    """Video chunk count of :func:`language_chunks` for every base step of one episode, vectorized over the bases
+    (what the index builder needs; the anchors follow DreamZero's visiting order: the base, then back / forward by
+    24 alternately while the language matches, the first ``max_chunks`` valid ones)."""
+    _, codes = np.unique(np.asarray(language, dtype=object).astype(str), return_inverse=True)
+    length = len(codes)
+    bases = np.arange(length)
+    taken = (bases + 23 < length).astype(np.int64)
+    top = np.where(taken > 0, bases, -1)
+    back_alive = np.ones(length, dtype=bool)
+    fwd_alive = np.ones(length, dtype=bool)
+    step = 1
+    while (back_alive | fwd_alive).any() and (taken < max_chunks).any():
+        back = bases - CHUNK * step
+        back_alive &= (back >= 0) & (codes[np.clip(back, 0, length - 1)] == codes)
+        accept = back_alive & (taken < max_chunks)
+        taken += accept
+        top = np.where(accept & (back > top), back, top)
+        fwd = bases + CHUNK * step
+        fwd_alive &= (fwd < length) & (codes[np.clip(fwd, 0, length - 1)] == codes)
+        accept = fwd_alive & (fwd + 23 < length) & (taken < max_chunks)
+        taken += accept
+        top = np.where(accept, fwd, top)
+        step += 1
+    keep_all = top + 24 < length
+    return np.where(taken == 0, 0, np.where(keep_all, taken, np.where(taken >= 2, taken - 1, 0)))
 
 
 def _episode_bounds(table: EpisodeTable) -> list[tuple[int, int]]:
@@ -250,10 +278,8 @@ class LanguageChunkIndexBuilder:
         rows, flat, episodes, chunks = [], [], [], []
         for start, end in _episode_bounds(table):
             episode = int(table.columns["episode_index"][start])
-            segment = language[start:end]
-            for base in range(end - start):
-                video, _, _ = language_chunks(segment, base, self.max_chunks)
-                count = (len(video) - 1) // 8 if len(video) else 0
+            counts = chunk_counts(language[start:end], self.max_chunks)
+            for base, count in enumerate(counts.tolist()):
                 if (count == 0 and not self.keep_empty) or (self.require_full and count != self.max_chunks):
                     continue
                 rows.append(start + base)
