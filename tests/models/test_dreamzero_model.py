@@ -286,7 +286,7 @@ def test_encoder_folders_are_read_at_build_and_after_meta_init(tiny, tmp_path):
     device, as --init-on-meta does) by load_pretrained_checkpoint once the model has storage."""
     from embodied_models.dreamzero.modeling import build_model
 
-    cfg, model, _ = tiny
+    _cfg, model, _ = tiny
     for name, sub in (("vae", "vae"), ("text", "text_encoder"), ("image", "image_encoder")):
         getattr(model.encoders, name).save_pretrained(tmp_path / sub)
     from safetensors.torch import save_file

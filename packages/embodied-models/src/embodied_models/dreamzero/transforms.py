@@ -2,7 +2,8 @@
 
 The ``dreamzero`` dataset strategy (:mod:`embodied_models.dreamzero.data`) already turns every LeRobot sample into
 DreamZero's fields in the DataLoader workers (views, normalized padded state/action, masks, cache features), so the
-model adds no per-sample transform; its collate is the strategy's :class:`DreamZeroCollator` (embodiment prompt,
+per-sample transform passes those through and prepares only policy observations (:mod:`.inference`, which also
+gives ``postprocess_actions``); the collate is the strategy's :class:`DreamZeroCollator` (embodiment prompt,
 UMT5 token ids of ``data.max_text_length``, the golden batch's fields). The tokenizer folder is
 ``data.tokenizer_path`` or ``--tokenizer-path`` (exported as ``TOKENIZER_PATH``).
 """
@@ -19,6 +20,7 @@ from embodied_models.dreamzero.config import DreamZeroModelConfig
 from embodied_models.dreamzero.data.collate import DreamZeroBatch, DreamZeroCollator
 from embodied_models.dreamzero.data.config import DreamZeroDataConfig
 from embodied_models.dreamzero.data.embodiments import embodiment
+from embodied_models.dreamzero.inference import ActionPostprocess, ObservationTransform
 
 if TYPE_CHECKING:
     from embodied_core.protocols import Stats
@@ -51,8 +53,10 @@ class ModelCollate:
 def make_transforms(model_config: DreamZeroModelConfig, data_config: DreamZeroDataConfig, *,
                     stats: Stats | None) -> Transforms:
     """The ``transforms`` factory of the ``dreamzero_*`` specs (:class:`embodied_core.protocols.MakeTransforms`)."""
-    del model_config, stats  # the strategy normalizes with the dataset's statistics itself
     views = len(embodiment(data_config.embodiment_tag).video)
     collate = DreamZeroCollator(tokenizer_folder(data_config), max_length=data_config.max_text_length,
                                 num_views=views, literal_eval_tasks=data_config.literal_eval_tasks)
-    return Transforms(sample_transform=None, collate_fn=ModelCollate(collate))
+    postprocess = ActionPostprocess(stats) if stats is not None and "action" in stats else None
+    return Transforms(sample_transform=ObservationTransform(model_config, data_config, stats if stats and "state" in
+                                                             stats else None),
+                      collate_fn=ModelCollate(collate), postprocess_actions=postprocess)
