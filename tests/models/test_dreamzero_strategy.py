@@ -260,3 +260,21 @@ def test_vectorized_chunk_counts_equal_the_reference_walk() -> None:
             walked = [(len(v) - 1) // 8 if len(v) else 0
                       for v in (language_chunks(language, base, chunks)[0] for base in range(length))]
             assert chunk_counts(language, chunks).tolist() == walked, (length, cuts.tolist(), chunks)
+
+
+def test_view_layouts_and_prompts_of_every_embodiment() -> None:
+    from embodied_models.dreamzero.data.embodiments import EMBODIMENTS, compose_views, prompt_for
+
+    views = [torch.full((2, 3, 4, 3), v + 1, dtype=torch.uint8) for v in range(3)]
+    droid = compose_views(views, "droid_grid")  # wrist twice as wide on top, left | right below
+    assert droid.shape == (2, 6, 8, 3) and droid[:, :3].unique().tolist() == [3]
+    assert droid[:, 3:, :4].unique().tolist() == [1] and droid[:, 3:, 4:].unique().tolist() == [2]
+    grid = compose_views(views, "grid_2x2")  # head | right over left | black
+    assert grid[:, :3, :4].unique().tolist() == [1] and grid[:, 3:, :4].unique().tolist() == [2]
+    assert grid[:, :3, 4:].unique().tolist() == [3] and grid[:, 3:, 4:].unique().tolist() == [0]
+    assert compose_views(views[:2], "libero_side_by_side").shape == (2, 3, 8, 3)
+    assert {e.tag: e.id for e in EMBODIMENTS.values()} == {"oxe_droid": 17, "libero_sim": 21, "agibot": 26, "yam": 32}
+    assert "four views: The top-left view shows the top camera" in prompt_for("Fold", 32, num_views=3)
+    assert prompt_for("Fold", 26, num_views=3).endswith("(inactive view). The robot fold")
+    with pytest.raises(UsageError):
+        prompt_for("Fold", 26, num_views=1)

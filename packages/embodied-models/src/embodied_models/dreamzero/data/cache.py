@@ -72,10 +72,14 @@ def dataset_fingerprint(root: Path) -> dict[str, Any]:
 
 
 def cache_config_block(*, image_height: int, image_width: int, crop_scale: float, enable_color_jitter: bool,
-                       max_chunk_size: int, language_chunk_sampling: bool) -> dict[str, Any]:
-    """The transform settings a cache depends on (manifest ``config``)."""
-    return {"image_height": int(image_height), "image_width": int(image_width), "crop_scale": float(crop_scale),
-            "enable_color_jitter": bool(enable_color_jitter), "max_chunk_size": int(max_chunk_size),
+                       max_chunk_size: int, language_chunk_sampling: bool, num_frames: int | None = None
+                       ) -> dict[str, Any]:
+    """The transform settings a cache depends on (manifest ``config``; ``num_frames`` is ours: caches written by
+    DreamZero's tool lack it and are not checked for it)."""
+    extra = {} if num_frames is None else {"num_frames": int(num_frames)}
+    return {**extra, "image_height": int(image_height), "image_width": int(image_width),
+            "crop_scale": float(crop_scale), "enable_color_jitter": bool(enable_color_jitter),
+            "max_chunk_size": int(max_chunk_size),
             "language_chunk_sampling": bool(language_chunk_sampling), "resize_interpolation": "linear",
             "color_jitter": ({"brightness": 0.3, "contrast": 0.4, "saturation": 0.5, "hue": 0.08}
                              if enable_color_jitter else None)}

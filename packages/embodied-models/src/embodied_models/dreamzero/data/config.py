@@ -51,7 +51,8 @@ class DreamZeroDataConfig(BaseDataConfig):
     max_chunk_size: int = attrs.field(default=4, validator=positive)
     """Action chunks per sample (the model's ``max_chunk_size``); DROID: at most this many language chunks."""
     num_frame_per_block: int = attrs.field(default=2, validator=positive)
-    """Latent frames per causal block (the model's ``num_frame_per_block``; recorded in the cache manifest)."""
+    """Latent frames per causal block (the model's ``num_frame_per_block``; the model checks that the latent frames
+    of ``num_frames`` split into whole blocks)."""
     max_state_dim: int = attrs.field(default=64, validator=positive)
     """State vectors are zero padded to this width (``state_mask`` marks the real dimensions)."""
     max_action_dim: int = attrs.field(default=32, validator=positive)

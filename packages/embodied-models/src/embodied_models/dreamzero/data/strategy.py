@@ -119,7 +119,8 @@ def _cache(meta: LeRobotMeta, data: DreamZeroDataConfig) -> CacheReader | None:
     config = cache_config_block(image_height=data.image_height, image_width=data.image_width,
                                 crop_scale=data.crop_scale, enable_color_jitter=data.enable_color_jitter,
                                 max_chunk_size=data.max_chunk_size,
-                                language_chunk_sampling=data.language_chunk_sampling)
+                                language_chunk_sampling=data.language_chunk_sampling,
+                                num_frames=None if data.language_chunk_sampling else data.num_frames)
     validate_cache(cache, dataset_root=meta.root, dataset_len=meta.total_frames, features=data.cache_features,
                    template=data.cache_template, transform_config=config,
                    use_sample_transform_seed=data.use_sample_transform_seed,
