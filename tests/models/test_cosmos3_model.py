@@ -224,3 +224,37 @@ def attrs_evolve(config: Cosmos3ModelConfig, **changes) -> Cosmos3ModelConfig:
     import attrs
 
     return attrs.evolve(config, **changes)
+
+
+def test_init_module_weights_covers_every_tensor_after_meta_build():
+    """--init-on-meta: every parameter and buffer of the materialized model is written by init_module_weights
+    (children first), as the trainer requires; the action heads start as LoongForge's init (bias zero)."""
+    model_config, data_config = _preset("cosmos3_tiny")
+    with torch.device("meta"):
+        model = build_model(model_config, data_config)
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.fill_(float("nan"))
+    for module in reversed(list(model.modules())):
+        model.init_module_weights(module)
+    untouched = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if torch.isnan(t).any()]
+    assert not untouched
+    assert model.net.action_proj_in.bias.weight.abs().max() == 0
+    assert torch.equal(model.net.layers[0].self_attn.norm_q.weight, torch.ones(16))
+
+
+def test_token_ids_that_disagree_with_the_tokenizer_are_a_usage_error(tmp_path, capsys):
+    """Checked against --tokenizer-path before anything is built: exit 2, the fix named, no traceback."""
+    from embodied_core.cli.main import main as cli_main
+    from tests.support import DATASETS_DIR
+
+    strategies = DATASETS_DIR / "strategies"
+    code = cli_main(["train", "--model-name", "cosmos3_tiny", "--dataset-format", "lerobot_datasets",
+                     "--dataset-path", str(strategies / "cosmos3_droid_v30"), "--dataset-strategy", "cosmos3_droid",
+                     "--tokenizer-path", str(strategies / "tokenizers" / "qwen3vl_tiny"), "--output-dir",
+                     str(tmp_path / "out"), "model.start_of_generation_token_id=385"])
+    err = capsys.readouterr().err
+    assert code == 2, err[-2000:]
+    assert "set model.start_of_generation_token_id=384" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
