@@ -250,3 +250,14 @@ def test_official_size_on_meta():
           f"total {total / 1e9:.3f} B")
     assert abs(total / 6.02e9 - 1) < 0.005
     assert abs(count("video") / 4999.8e6 - 1) < 1e-4 and abs(count("action") / 1020.9e6 - 1) < 1e-4
+
+
+def test_init_on_meta_initializes_every_tensor():
+    from embodied_core.trainer.meta_init import materialize
+
+    cfg = load_config(training={"model_name": "fastwam_tiny"}, data={"action_dim": 7, "state_dim": 8})
+    with torch.device("meta"):
+        model = build_model(cfg.model, cfg.data)
+    materialize(model, device=torch.device("cpu"), init=model.init_module_weights, seed=0)  # raises on a gap
+    table = model.mot.layers[0].blocks["video"].modulation
+    assert abs(table.std().item() * 32**0.5 - 1) < 0.3 and model.mot.layers[0].blocks["action"].norm3.weight.eq(1).all()

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from diffusers.models.normalization import FP32LayerNorm
 from torch import nn
 
 from embodied_models.wan.attention import WanRMSNorm, attention
@@ -85,9 +86,10 @@ class DiTBlock(nn.Module):
         super().__init__()
         self.self_attn = WanAttention(dim, num_heads, head_dim, eps)
         self.cross_attn = WanAttention(dim, num_heads, head_dim, eps)
-        self.norm1 = nn.LayerNorm(dim, eps=eps, elementwise_affine=False)
-        self.norm2 = nn.LayerNorm(dim, eps=eps, elementwise_affine=False)
-        self.norm3 = nn.LayerNorm(dim, eps=eps)
+        # float32 norms (also with bf16 parameters under FSDP mixed precision)
+        self.norm1 = FP32LayerNorm(dim, eps=eps, elementwise_affine=False)
+        self.norm2 = FP32LayerNorm(dim, eps=eps, elementwise_affine=False)
+        self.norm3 = FP32LayerNorm(dim, eps=eps)
         self.ffn = nn.Sequential(nn.Linear(dim, ffn_dim), nn.GELU(approximate="tanh"), nn.Linear(ffn_dim, dim))
         self.modulation = nn.Parameter(torch.randn(1, 6, dim) / dim**0.5)
 

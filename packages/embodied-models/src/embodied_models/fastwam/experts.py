@@ -13,6 +13,7 @@ Both apply their own ``text_embedding`` to ``[context | proprio token]``. Legend
 from __future__ import annotations
 
 import torch
+from diffusers.models.normalization import FP32LayerNorm
 from torch import nn
 
 from embodied_models.wan.modulation import (
@@ -33,7 +34,7 @@ class VideoHead(nn.Module):
 
     def __init__(self, dim: int, out_features: int, eps: float) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(dim, eps=eps, elementwise_affine=False)
+        self.norm = FP32LayerNorm(dim, eps=eps, elementwise_affine=False)
         self.head = nn.Linear(dim, out_features)
         self.modulation = nn.Parameter(torch.randn(1, 2, dim) / dim**0.5)
 
