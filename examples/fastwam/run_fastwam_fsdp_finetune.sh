@@ -24,7 +24,7 @@
 #   CHECKPOINT_PATH      a FastWAM checkpoint (lerobot / LoongForge / ours) instead of the two above   [none]
 #   OUTPUT_DIR, NUM_STEPS, SAVE_INTERVAL, PER_DEVICE_BATCH_SIZE, GRADIENT_ACCUMULATION_STEPS, LR   [outputs/fastwam,
 #                        20000, 1000, 4, 1, 1e-4]
-#   VARIANT              uncond | base | joint (model.variant)                          [uncond]
+#   VARIANT              uncond | base | joint | idm (model.variant)                        [uncond]
 #   ACTIVATION_CHECKPOINTING, FSDP_REDUCE_EVERY_MICROBATCH   (see above)                 [1, 1]
 #   NPROC_PER_NODE, WORLD_SIZE (nodes), RANK (node rank), MASTER_ADDR, MASTER_PORT   (see ../_recipe_common.sh)
 # Extra arguments go to `embodied train` (flags or model.x=... / data.y=...).

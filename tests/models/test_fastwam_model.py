@@ -108,7 +108,7 @@ def test_golden_sampling_cached_and_uncached(golden, fixture):
 
 
 def test_masks_of_the_variants():
-    from embodied_models.fastwam.masks import mot_attention_mask
+    from embodied_models.fastwam.masks import idm_attention_mask, mot_attention_mask
 
     base = mot_attention_mask(6, 2, 3, variant="uncond", video_mode="first_frame_causal")
     joint = mot_attention_mask(6, 2, 3, variant="joint", video_mode="first_frame_causal")
@@ -119,6 +119,9 @@ def test_masks_of_the_variants():
     assert joint[6:, :6].all()
     causal = mot_attention_mask(6, 2, 3, variant="base", video_mode="per_frame_causal")
     assert causal[2, :4].all() and not causal[2, 4:6].any()
+    idm = idm_attention_mask(6, 2, 3, video_mode="first_frame_causal")  # [noisy 6 | copy 6 | actions 3]
+    assert not idm[:6, 6:].any() and not idm[6:12, :6].any() and not idm[6:12, 12:].any()
+    assert idm[12:, 6:].all() and not idm[12:, :6].any() and torch.equal(idm[6:12, 6:12], base[:6, :6])
 
 
 def test_joint_variant_sees_the_future_frames_and_samples_with_video(golden, fixture):
@@ -133,6 +136,25 @@ def test_joint_variant_sees_the_future_frames_and_samples_with_video(golden, fix
     joint.eval()
     torch.manual_seed(0)
     actions = joint.sample_actions(_sample_batch(inputs))
+    assert actions.shape == (2, 8, 7) and torch.isfinite(actions).all()
+
+
+def test_idm_variant_teacher_forces_a_copy_for_the_actions(golden, fixture):
+    inputs, expected, _ = fixture
+    idm = _model(variant="idm")
+    idm.load_state_dict(golden.state_dict())
+    torch.manual_seed(int(inputs["train.torch_manual_seed"]))
+    draws = idm.draw_training_noise(inputs["train.latents"], inputs["train.action"])
+    assert {"cond_coin", "u_cond", "noise_cond"} <= set(draws)
+    draws["cond_coin"] = torch.tensor([0.2, 0.9])  # element 0: noised copy, element 1: clean copy
+    out = idm.training_outputs(_train_batch(inputs), draws)
+    torch.testing.assert_close(out["pred_video"], expected["train.pred_video"], **TOL)  # never sees the copy
+    other = idm.training_outputs(_train_batch(inputs), {**draws, "noise_cond": draws["noise_cond"] + 1})
+    assert _max_diff(other["pred_action"][0], out["pred_action"][0]) > 1e-3  # the noised copy feeds the actions
+    torch.testing.assert_close(other["pred_action"][1], out["pred_action"][1], atol=0, rtol=0)
+    idm.data_config.num_video_frames = 9
+    idm.eval()
+    actions = idm.sample_actions(_sample_batch(inputs))
     assert actions.shape == (2, 8, 7) and torch.isfinite(actions).all()
 
 

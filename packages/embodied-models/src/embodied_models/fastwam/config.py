@@ -12,11 +12,11 @@ from __future__ import annotations
 import attrs
 
 from embodied_core.config.model_config import BaseModelConfig
-from embodied_core.config.validators import non_negative, positive
+from embodied_core.config.validators import non_negative, positive, probability
 
 __all__ = ["PRETRAINED_LAYOUTS", "VARIANTS", "VIDEO_MASK_MODES", "FastWAMModelConfig", "check_run_config"]
 
-VARIANTS = ("base", "uncond", "joint")
+VARIANTS = ("base", "uncond", "joint", "idm")
 VIDEO_MASK_MODES = ("first_frame_causal", "bidirectional", "per_frame_causal")
 PRETRAINED_LAYOUTS = ("auto", "embodied", "lerobot", "loongforge")
 VAE_DTYPES = ("float32", "bfloat16")
@@ -27,9 +27,10 @@ class FastWAMModelConfig(BaseModelConfig):
     """The two experts' shapes, the flow-matching recipe and where the frozen Wan VAE comes from."""
 
     variant: str = attrs.field(default="uncond", validator=attrs.validators.in_(VARIANTS))
-    """MoT mask: base / uncond (actions see only the clean first frame; sampling prefills it once with a KV cache)
-    or joint (actions see every video token; sampling denoises video and actions together). Video never sees
-    actions."""
+    """MoT mask: base / uncond (actions see only the clean first frame; sampling prefills it once with a KV cache),
+    joint (actions see every video token; sampling denoises video and actions together) or idm (inverse dynamics:
+    actions see a teacher-forced copy of the clip, clean or noised; sampling denoises the video first, then the
+    actions over its cached K/V). Video never sees actions."""
     video_attention_mask_mode: str = attrs.field(default="first_frame_causal",
                                                  validator=attrs.validators.in_(VIDEO_MASK_MODES))
     """Video -> video mask: first_frame_causal (frame 0 sees only itself, later frames see all video),
@@ -74,6 +75,8 @@ class FastWAMModelConfig(BaseModelConfig):
     """Sigma shift of the action sampling schedule."""
     num_train_timesteps: int = attrs.field(default=1000, validator=positive)
     """Timestep scale: the network sees num_train_timesteps * sigma."""
+    idm_cond_noise_prob: float = attrs.field(default=0.5, validator=probability)
+    """Variant idm: probability per sample that the teacher-forced video copy is noised (at its own timestep)."""
     lambda_video: float = attrs.field(default=1.0, validator=non_negative)
     """Weight of the video flow loss."""
     lambda_action: float = attrs.field(default=1.0, validator=non_negative)

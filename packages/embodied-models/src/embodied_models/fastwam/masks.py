@@ -8,6 +8,9 @@
 - video -> action: never, so the video prediction does not depend on the actions and the first frame's K/V can be
   cached for sampling.
 
+Variant ``idm`` trains on ``[noisy video | teacher-forced video copy | actions]`` (:func:`idm_attention_mask`):
+each video part attends within itself (``video_mode``), actions attend to actions and to the copy only.
+
 Video tokens are ordered (frame, h, w): frame f holds tokens ``[f * per_frame, (f + 1) * per_frame)``.
 """
 
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["mot_attention_mask", "video_attention_mask"]
+__all__ = ["idm_attention_mask", "mot_attention_mask", "video_attention_mask"]
 
 
 def video_attention_mask(num_video: int, per_frame: int, mode: str,
@@ -45,4 +48,16 @@ def mot_attention_mask(num_video: int, per_frame: int, num_action: int, *, varia
     mask[num_video:, num_video:] = True
     seen = num_video if variant == "joint" else min(per_frame, num_video)
     mask[num_video:, :seen] = True
+    return mask
+
+
+def idm_attention_mask(num_video: int, per_frame: int, num_action: int, *, video_mode: str,
+                       device: torch.device | str | None = None) -> torch.Tensor:
+    """The ``idm`` training mask [2 Lv + La, 2 Lv + La] over [noisy video | video copy | actions]."""
+    total = 2 * num_video + num_action
+    video = video_attention_mask(num_video, per_frame, video_mode, device)
+    mask = torch.zeros(total, total, dtype=torch.bool, device=device)
+    mask[:num_video, :num_video] = video
+    mask[num_video:2 * num_video, num_video:2 * num_video] = video
+    mask[2 * num_video:, num_video:] = True
     return mask

@@ -32,7 +32,7 @@ from embodied_core.trainer.activation_checkpoint import set_activation_checkpoin
 from embodied_models.fastwam.blocks import DiTBlock, MoTLayer
 from embodied_models.fastwam.config import FastWAMModelConfig
 from embodied_models.fastwam.experts import ActionExpert, VideoExpert
-from embodied_models.fastwam.masks import mot_attention_mask
+from embodied_models.fastwam.masks import idm_attention_mask, mot_attention_mask
 from embodied_models.wan.flow import bell_weight, inference_schedule, noise_to, shift_sigma, velocity_target
 from embodied_models.wan.rope import GridRope, rope_split, sequence_grid_ids, video_grid_ids
 
@@ -187,12 +187,14 @@ class FastWAMModel(EmbodiedModel):
         return {"x": x, "t_mod": t_mod, "rope": rope, "context": expert.text_embedding(context.to(x.dtype)),
                 "context_mask": context_mask}
 
-    def joint_forward(self, video: dict[str, Any], action: dict[str, Any],
-                      per_frame: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Both streams through every MoT layer under the variant's mask -> (video tokens, action tokens)."""
+    def joint_forward(self, video: dict[str, Any], action: dict[str, Any], per_frame: int,
+                      mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both streams through every MoT layer -> (video tokens, action tokens); the mask defaults to the variant's
+        :func:`~.masks.mot_attention_mask`."""
         cfg = self.config
-        mask = mot_attention_mask(video["x"].shape[1], per_frame, action["x"].shape[1], variant=cfg.variant,
-                                  video_mode=cfg.video_attention_mask_mode, device=video["x"].device)
+        if mask is None:
+            mask = mot_attention_mask(video["x"].shape[1], per_frame, action["x"].shape[1], variant=cfg.variant,
+                                      video_mode=cfg.video_attention_mask_mode, device=video["x"].device)
         for layer in self.mot.layers:
             out, _ = layer({"video": video, "action": action}, mask)
             video, action = {**video, "x": out["video"]}, {**action, "x": out["action"]}
@@ -211,13 +213,19 @@ class FastWAMModel(EmbodiedModel):
 
     # ------------------------------------------------------------------ training
     def draw_training_noise(self, latents: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The four draws of a step from the torch RNG, in the reference's order."""
+        """The draws of a step from the torch RNG, in the reference's order (video noise, video u, action noise, action
+        u; variant idm also: the copy's coin, u and noise)."""
         b = latents.shape[0]
         noise_video = torch.randn_like(latents)
         u_video = torch.rand(b, device=latents.device, dtype=torch.float32)
         noise_action = torch.randn_like(action)
         u_action = torch.rand(b, device=action.device, dtype=torch.float32)
-        return {"noise_video": noise_video, "u_video": u_video, "noise_action": noise_action, "u_action": u_action}
+        draws = {"noise_video": noise_video, "u_video": u_video, "noise_action": noise_action, "u_action": u_action}
+        if self.config.variant == "idm":  # always drawn (no host sync on whether any sample is noised)
+            draws["cond_coin"] = torch.rand(b, device=latents.device)
+            draws["u_cond"] = torch.rand(b, device=latents.device, dtype=torch.float32)
+            draws["noise_cond"] = torch.randn_like(latents)
+        return draws
 
     def training_outputs(self, batch: dict[str, Any], draws: dict[str, torch.Tensor] | None = None
                          ) -> TrainingOutputs:
@@ -241,7 +249,10 @@ class FastWAMModel(EmbodiedModel):
         video, temb, grid = self.video_stream(noisy_video, self.frame_timesteps(t_video, num_token_frames), context,
                                               context_mask)
         action_in = self.action_stream(noisy_action, t_action, context, context_mask)
-        video_x, action_x = self.joint_forward(video, action_in, grid[1] * grid[2])
+        if cfg.variant == "idm":
+            video_x, action_x = self._idm_forward(x0, video, action_in, grid, draws, context, context_mask)
+        else:
+            video_x, action_x = self.joint_forward(video, action_in, grid[1] * grid[2])
         pred_video = self.video_prediction(video_x, temb, grid)
         pred_action = self.mot.mixtures["action"].head(action_x)
 
@@ -263,6 +274,26 @@ class FastWAMModel(EmbodiedModel):
                                video_loss_per_frame=per_frame, video_loss_per_sample=video_per_sample,
                                action_loss_per_step=per_step, action_loss_per_sample=action_per_sample, **draws)
 
+    def _idm_forward(self, x0: torch.Tensor, video: dict[str, Any], action: dict[str, Any],
+                     grid: tuple[int, int, int], draws: dict[str, torch.Tensor], context: torch.Tensor,
+                     context_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Variant idm: [noisy video | teacher-forced copy (clean, or noised with prob idm_cond_noise_prob) |
+        actions] under :func:`~.masks.idm_attention_mask`; returns the noisy video's and the actions' tokens."""
+        cfg = self.config
+        steps = float(cfg.num_train_timesteps)
+        noised = draws["cond_coin"].to(x0.device) < cfg.idm_cond_noise_prob
+        t_cond = torch.where(noised, shift_sigma(draws["u_cond"].float(), cfg.video_train_shift) * steps,
+                             torch.zeros_like(draws["u_cond"]))
+        cond = noise_to(x0, draws["noise_cond"], (t_cond / steps).view(-1, 1, 1, 1, 1))
+        cond[:, :, :1] = x0[:, :, :1]
+        copy, _, _ = self.video_stream(cond, self.frame_timesteps(t_cond, grid[0]), context, context_mask)
+        lv = video["x"].shape[1]
+        merged = {**video, **{k: torch.cat([video[k], copy[k]], dim=1) for k in ("x", "t_mod", "rope")}}
+        mask = idm_attention_mask(lv, grid[1] * grid[2], action["x"].shape[1],
+                                  video_mode=cfg.video_attention_mask_mode, device=x0.device)
+        video_x, action_x = self.joint_forward(merged, action, grid[1] * grid[2], mask)
+        return video_x[:, :lv], action_x
+
     def forward(self, batch: dict[str, Any]) -> ModelOutput:
         """Training loss of one batch (no host sync)."""
         out = self.training_outputs(batch)
@@ -278,19 +309,22 @@ class FastWAMModel(EmbodiedModel):
 
         Variants base/uncond: the first frame's latents run once through the video expert at t = 0 and each
         layer's K/V is cached (``use_kv_cache``; off: the joint forward over [first frame | actions] at every step,
-        the same numbers). Variant joint: the future latent frames are denoised together with the actions.
+        the same numbers). Variant joint: the future latent frames are denoised together with the actions. Variant
+        idm: the video is denoised first (video expert alone), then the actions over its cached K/V.
 
         Args:
             batch: the collated batch (``video`` or ``latents``, ``context``, ``proprio``).
             noise: initial actions [B, H, A] at sigma = 1, or ``{"action": ..., "video": ...}``; drawn when None.
             num_steps: Euler steps (default ``model.num_inference_steps``).
         """
-        from embodied_models.fastwam.sampling import sample_joint, sample_with_first_frame
+        from embodied_models.fastwam.sampling import sample_idm, sample_joint, sample_with_first_frame
 
         noise_map = noise if isinstance(noise, dict) else {"action": noise}
         steps = num_steps or self.config.num_inference_steps
         if self.config.variant == "joint":
             return sample_joint(self, batch, noise_map, steps)
+        if self.config.variant == "idm":
+            return sample_idm(self, batch, noise_map, steps)
         return sample_with_first_frame(self, batch, noise_map.get("action"), steps, use_kv_cache=use_kv_cache)
 
     def action_schedule(self, num_steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
