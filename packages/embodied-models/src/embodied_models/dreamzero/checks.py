@@ -6,6 +6,8 @@ is built.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = ["GEOMETRY_FIELDS", "check_run_config"]
 
 GEOMETRY_FIELDS = (("num_frames", "num_frames"), ("action_horizon", "action_horizon"),
@@ -30,6 +32,12 @@ def check_run_config(config: object) -> list[str]:
     if not model.online_encoders and "video_latents" not in (getattr(data, "cache_features", None) or []):
         problems.append("model.online_encoders=false needs cached video latents: set data.precomputed_cache_dir "
                         "and keep 'video_latents' in data.cache_features (embodied data precompute-dreamzero)")
+    for name, what in (("vae_path", "vae/ (AutoencoderKLWan)"), ("text_encoder_path", "text_encoder/ (UMT5)"),
+                       ("image_encoder_path", "image_encoder/ (CLIP vision)")):
+        folder = getattr(model, name)
+        if folder and not Path(folder, "config.json").is_file():
+            problems.append(f"model.{name}={folder}: no config.json there; expected the {what} folder of a Wan "
+                            "diffusers release")
     folders = [f"model.{name}" for name in ("vae_path", "text_encoder_path", "image_encoder_path")
                if getattr(model, name)]
     if training.init_on_meta and folders and not training.pretrained_checkpoint:
