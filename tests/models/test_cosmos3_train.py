@@ -29,7 +29,7 @@ COMMON = ["--model-name", "cosmos3_tiny", "--dataset-format", "lerobot_datasets"
           str(STRATEGIES / "cosmos3_droid_v30"), "--dataset-strategy", "cosmos3_droid", "--tokenizer-path",
           str(STRATEGIES / "tokenizers" / "qwen3vl_tiny"), "--num-workers", "0", "--dtype", "float32",
           "--lr-warmup-iters", "0", "--lr-base", "3e-3", "--lr-decay-style", "constant", "--batch-drop-last",
-          "--seed", "7", "model.action_normalization=mean_std", "data.action_fps=15"]
+          "--seed", "7", "model.action_normalization=mean_std"]
 
 
 def _free_port() -> int:
