@@ -258,3 +258,31 @@ def test_token_ids_that_disagree_with_the_tokenizer_are_a_usage_error(tmp_path, 
     assert code == 2, err[-2000:]
     assert "set model.start_of_generation_token_id=384" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_one_euler_step_is_noise_minus_the_predicted_velocity(tiny):
+    """num_steps=1 integrates sigma 1 -> 0 in one step: actions = noise - v(noise, t=1000) on the command rows,
+    with the observed state row clean in the network's input and channels past raw_action_dim zero."""
+    from embodied_models.cosmos3.network import GenInputs
+
+    batch = _batch(canvases=((96, 64), (96, 64)), contents=((72, 64), (72, 64)))
+    noise = {"action": torch.randn(2, 9, 64), "video": torch.randn(2, 8, 3, 4, 4)}
+    got = tiny.sample_actions(batch, noise=noise, num_steps=1)
+    inputs = read_batch(batch)
+    first = tiny._latents(inputs, first_frame_only=True)
+    gens = []
+    for i in range(2):
+        latent = noise["video"][i].clone()
+        latent[:, 0] = first[i][:, 0]
+        actions = noise["action"][i].clone()
+        actions[0] = inputs.actions[i][0]
+        actions[:, inputs.raw_action_dims[i]:] = 0.0
+        gens.append(GenInputs(latent=latent, actions=actions, noisy_frames=torch.tensor([False, True, True]),
+                              noisy_rows=torch.arange(9) > 0, timestep=torch.tensor(1000.0),
+                              domain_id=inputs.domain_ids[i]))
+    with torch.no_grad():
+        _, velocity = tiny.predict_velocity(inputs, gens)
+    for i in range(2):
+        expected = gens[i].actions - velocity[i]
+        expected[:, inputs.raw_action_dims[i]:] = 0.0
+        torch.testing.assert_close(got[i], expected[1:], rtol=1e-5, atol=1e-6)
