@@ -15,7 +15,7 @@ import torch
 
 from embodied_core.config.resolve import load_config
 from embodied_core.data.dataset import build_training_dataset
-from embodied_core.errors import CheckpointError
+from embodied_core.errors import CheckpointError, DataError
 from embodied_models.dreamzero.checks import check_run_config
 from embodied_models.dreamzero.config import DreamZeroModelConfig
 from embodied_models.dreamzero.masks import Layout, teacher_forcing_mask
@@ -220,6 +220,9 @@ def test_cached_inputs_equal_online(tiny):
         assert loss_online.metrics[key].item() == loss_cached.metrics[key].item()
     torch.testing.assert_close(act_cached, act_online, rtol=0, atol=0)
     assert act_online.shape == (2, cfg.model.action_horizon, cfg.model.max_action_dim)
+    # latents of frames not resized to model.target_video_size (32x64 -> a 2x4 grid) are refused
+    with pytest.raises(DataError, match=r"\(2, 2\) latent grid.*encode to \(2, 4\)"):
+        model.encode_inputs({**cached_batch, "video_latents": cached_batch["video_latents"][..., :2]})
 
 
 def test_prompt_padding_is_per_sample(tiny):

@@ -84,6 +84,8 @@ class DreamZeroModel(EmbodiedModel):
         cached_video = batch.get("video_latents")
         video = _video_from_images(images[:, :1] if cached_video is not None else images, cfg.target_video_size)
         latents = cached_video.float() if cached_video is not None else self.encoders.encode_video(video)
+        if cached_video is not None:
+            self._check_cached_grid(latents, video)
         prompt = batch.get("prompt_embs")
         mask = batch["text_attention_mask"]
         if prompt is None:
@@ -96,6 +98,17 @@ class DreamZeroModel(EmbodiedModel):
         if cfg.model_type == "i2v":
             out["cond"] = self._first_frame_cond(batch, video[:, :, :1], latents)
         return out
+
+    def _check_cached_grid(self, latents: torch.Tensor, video: torch.Tensor) -> None:
+        """Cached latents must have the grid the online VAE would give (frames resized to target_video_size)."""
+        vae = self.encoders.vae
+        factor = int(vae.config.scale_factor_spatial) if vae is not None else \
+            (16 if self.config.model_type == "ti2v" else 8)
+        want = (video.shape[-2] // factor, video.shape[-1] // factor)
+        if tuple(latents.shape[-2:]) != want:
+            raise DataError(f"batch 'video_latents' have a {tuple(latents.shape[-2:])} latent grid, but frames of "
+                            f"{tuple(video.shape[-2:])} (model.target_video_size={self.config.target_video_size}) "
+                            f"encode to {want}: rebuild the cache from frames resized to model.target_video_size")
 
     def _mask_prompt(self, prompt: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         lengths = mask.gt(0).sum(dim=1)
