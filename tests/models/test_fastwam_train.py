@@ -71,7 +71,11 @@ def test_checkpoint_is_a_policy_equal_to_the_direct_path(run):
     from embodied_core import load_policy
     from tests.core.policy_support import training_path_actions
 
-    policy = load_policy(run["out"] / "checkpoints" / "step_16", seed=0)
+    checkpoint = run["out"] / "checkpoints" / "step_16"
+    assert sorted(p.name for p in (checkpoint / "assets" / "text_cache").glob("*.pt")) == sorted(
+        p.name for p in run["cache"].glob("*.pt"))  # the folder carries its prompts' embeddings
+    policy = load_policy(checkpoint, seed=0)
+    assert Path(policy.transforms.collate_fn.cfg.text_cache_dir) == checkpoint / "assets" / "text_cache"
     shapes = {"observation.images.front": (64, 80, 3), "observation.images.wrist": (48, 64, 3)}
     rng = np.random.default_rng(0)
     obs = {key: rng.integers(0, 255, shape, dtype=np.uint8) for key, shape in shapes.items()}

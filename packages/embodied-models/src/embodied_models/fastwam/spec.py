@@ -18,7 +18,8 @@ def _spec(name: str, description: str) -> ModelSpec:
     return ModelSpec(name=name, description=description, factory=_FACTORY, model_config=FastWAMModelConfig,
                      data_config=FastWAMDataConfig, default_yaml=f"embodied_models.fastwam:{name}.yaml",
                      transforms=_TRANSFORMS, requires=_REQUIRES, install_hint=_HINT,
-                     checks=("embodied_models.fastwam.config:check_run_config",), needs_task=True)
+                     checks=("embodied_models.fastwam.config:check_run_config",),
+                     policy="embodied_models.fastwam.policy:FastWAMPolicy", needs_task=True)
 
 
 FASTWAM = _spec("fastwam", "FastWAM 6B world-action model: Wan2.2-TI2V-5B video DiT + 1B action DiT joined per layer "
