@@ -165,11 +165,12 @@ def run_side(opts: argparse.Namespace) -> None:
     inputs = {k: v.to(device) for k, v in load_file(str(work / "inputs.safetensors")).items()}
     if opts.role == "lerobot":
         torch.manual_seed(0)
-        model = lerobot_model(size, compile_model=opts.compile)
+        with torch.device(device):  # built where it runs: the full size initializes in seconds on a GPU
+            model = lerobot_model(size, compile_model=opts.compile)
         weights = work / "model.safetensors"
         if not weights.exists():  # the first lerobot run writes the weights every run loads
             save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
-        model.load_state_dict(load_file(str(weights)), strict=True)
+        model.load_state_dict(load_file(str(weights), device=str(device)), strict=True)
         images = [inputs["images"][:, c] for c in range(CAMERAS)]
         img_masks = [inputs["image_masks"][:, c] for c in range(CAMERAS)]
 
@@ -181,7 +182,8 @@ def run_side(opts: argparse.Namespace) -> None:
         from embodied_models.pi05.checkpoint import load_pi05_checkpoint
 
         torch.manual_seed(1)  # another init than lerobot's: every value must come from the file
-        model = our_model(size)
+        with torch.device(device):
+            model = our_model(size)
         report = load_pi05_checkpoint(model, work / "model.safetensors")
         if not report.ok:
             raise SystemExit(f"our strict loader refused lerobot's weights: {report}")
@@ -247,6 +249,8 @@ def main() -> None:
     parser.add_argument("--no-compile", dest="compile", action="store_false", help="skip the --compile measurement")
     parser.add_argument("--lerobot-compile", action="store_true", help="also lerobot with its compile_model")
     parser.add_argument("--lerobot-python", type=Path, default=DEFAULT_LEROBOT_PYTHON)
+    parser.add_argument("--ours-only", action="store_true",
+                        help="without lerobot (no side venv): ours eager vs compiled on our own random weights")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU on CUDA")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per measurement process")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary here")
@@ -259,8 +263,9 @@ def main() -> None:
         return run_side(opts)
     if opts.threads is None and opts.device == "cpu":
         opts.threads = 1
-    if not opts.lerobot_python.exists():
-        raise SystemExit(f"{opts.lerobot_python} not found: run bash benchmarks/setup_lerobot_venv.sh first")
+    if not opts.ours_only and not opts.lerobot_python.exists():
+        raise SystemExit(f"{opts.lerobot_python} not found: run bash benchmarks/setup_lerobot_venv.sh first, or pass "
+                         "--ours-only")
     size = dict(SIZES[opts.size])
     if opts.batch_size:
         size["batch"] = opts.batch_size
@@ -268,10 +273,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         make_inputs(size, size["batch"], work / "inputs.safetensors")
-        plan = [("ours", False), ("lerobot", False)] + ([("ours", True)] if opts.compile else []) + (
-            [("lerobot", True)] if opts.lerobot_compile else [])
+        plan = [("ours", False)] + ([] if opts.ours_only else [("lerobot", False)]) + (
+            [("ours", True)] if opts.compile else []) + ([("lerobot", True)] if opts.lerobot_compile else [])
         runs: dict[tuple[str, bool], list[dict[str, Any]]] = {key: [] for key in plan}
-        _measure(opts.lerobot_python, "lerobot", opts, work, compile_=False)  # writes the weights (untimed)
+        if opts.ours_only:
+            write_our_weights(size, work / "model.safetensors")
+        else:
+            _measure(opts.lerobot_python, "lerobot", opts, work, compile_=False)  # writes the weights (untimed)
         for _ in range(opts.rounds):
             for role, compile_ in plan:
                 python = Path(sys.executable) if role == "ours" else opts.lerobot_python
@@ -281,12 +289,22 @@ def main() -> None:
         opts.json.write_text(json.dumps(summary, indent=2))
 
 
+def write_our_weights(size: dict[str, int], path: Path) -> None:
+    """``--ours-only``: our model's random init under our own names (the strict loader takes those too)."""
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    save_file({k: v.contiguous() for k, v in our_model(size).state_dict().items()}, str(path))
+
+
 def summarize(runs: dict[tuple[str, bool], list[dict[str, Any]]], size: dict[str, int],
               opts: argparse.Namespace) -> dict[str, Any]:
     """Prints the comparison; returns it as a dict."""
     step = {k: statistics.median(r["step_s"] for r in v) for k, v in runs.items()}
     peak = {k: max(r["peak_mib"] for r in v) for k, v in runs.items()}
-    reference = runs[("lerobot", False)][0]["losses"]
+    base = ("ours", False) if ("lerobot", False) not in runs else ("lerobot", False)
+    reference = runs[base][0]["losses"]
     flops = flops_per_step(size, size["batch"])
     print(f"pi05 {opts.size} (VLM {size['vlm_width']}x{size['depth']}, expert {size['expert_width']}, SigLIP "
           f"{size['vision_width']}x{size['vision_depth']}, {CAMERAS} cameras at {size['image']}, chunk "
@@ -297,10 +315,10 @@ def summarize(runs: dict[tuple[str, bool], list[dict[str, Any]]], size: dict[str
     for (role, compiled), values in runs.items():
         name = f"{role} {'compiled' if compiled else 'eager'}"
         diff = max(abs(a - b) for r in values for a, b in zip(r["losses"], reference, strict=True))
-        ratio = step[(role, compiled)] / step[("lerobot", False)]
+        ratio = step[(role, compiled)] / step[base]
         mfu = flops / step[(role, compiled)] / (opts.peak_tflops * 1e12) if opts.device.startswith("cuda") else None
-        print(f"  {name:18s} step {step[(role, compiled)] * 1e3:8.1f} ms | {ratio:.2f}x lerobot eager's time | "
-              f"max|loss diff| vs lerobot eager {diff:.2e} | peak {'memory' if mfu is not None else 'RSS'} "
+        print(f"  {name:18s} step {step[(role, compiled)] * 1e3:8.1f} ms | {ratio:.2f}x {base[0]} eager's time | "
+              f"max|loss diff| vs {base[0]} eager {diff:.2e} | peak {'memory' if mfu is not None else 'RSS'} "
               f"{peak[(role, compiled)]:.0f} MiB | first step {statistics.median(r['first_s'] for r in values):.1f} s"
               + (f" | MFU {mfu:.1%}" if mfu is not None else ""))
         summary["rows"].append({"name": name, "step_ms": step[(role, compiled)] * 1e3, "ratio": ratio,
