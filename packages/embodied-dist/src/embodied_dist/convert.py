@@ -29,7 +29,12 @@ _PROG = "embodied checkpoint"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=_PROG, description="Checkpoint tools.")
+    from embodied_core import registry
+    from embodied_core.registry.groups import COMMANDS
+
+    extra = sorted(n[len("checkpoint-"):] for n in registry.names(COMMANDS) if n.startswith("checkpoint-"))
+    epilog = f"sub-commands from other packages: {', '.join(extra)}" if extra else None
+    parser = argparse.ArgumentParser(prog=_PROG, description="Checkpoint tools.", epilog=epilog)
     commands = parser.add_subparsers(dest="command", required=True)
     convert_ = commands.add_parser("convert", help="DCP checkpoint -> one safetensors or pt file",
                                    description=__doc__.split("\n\n")[1])
