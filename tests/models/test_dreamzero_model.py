@@ -312,3 +312,36 @@ def test_encoder_folders_are_read_at_build_and_after_meta_init(tiny, tmp_path):
     lazy.load_pretrained_checkpoint(tmp_path / "dit.safetensors")
     for key, value in model.state_dict().items():
         torch.testing.assert_close(lazy.state_dict()[key], value, rtol=0, atol=0)
+
+
+def test_precomputed_cache_equals_online(tiny, tmp_path):
+    """``embodied data precompute-dreamzero`` with the model's own VAE / UMT5 folders: training batches read from
+    that cache give the online path's inputs and loss (episode 2: 5 samples)."""
+    from embodied_models.dreamzero.data.precompute import main as precompute
+
+    _cfg, model, _ = tiny
+    model.encoders.vae.save_pretrained(tmp_path / "vae")
+    model.encoders.text.save_pretrained(tmp_path / "text_encoder")
+    assert precompute([str(LIBERO), "--output", str(tmp_path / "cache"), "--model-name", "dreamzero_tiny",
+                       "--vae-path", str(tmp_path / "vae"), "--text-encoder-path", str(tmp_path / "text_encoder"),
+                       "--tokenizer-path", str(TOKENIZER), "--features", "video_latents,prompt_embs", "--device",
+                       "cpu", "--episodes", "2", "data.use_sample_transform_seed=true"]) == 0
+    batches = []
+    for extra in ({}, {"precomputed_cache_dir": str(tmp_path / "cache")}):
+        run = load_config("dreamzero_tiny", training={"dataset_format": "lerobot_datasets", "dataset_path": str(LIBERO),
+                                                      "output_dir": str(tmp_path / "out")},
+                          data={"state_dim": 8, "action_dim": 7, "tokenizer_path": str(TOKENIZER),
+                                "use_sample_transform_seed": True, **extra})
+        dataset = build_training_dataset(run.training, run.data)
+        batches.append(make_transforms(run.model, run.data, stats=None).collate_fn([dataset[53], dataset[57]]))
+    online, cached = batches
+    assert "video_latents" in cached and "prompt_embs" in cached and "video_latents" not in online
+    with torch.no_grad():
+        a, b = model.encode_inputs(online), model.encode_inputs(cached)
+        torch.testing.assert_close(b["latents"], a["latents"], rtol=0, atol=1e-6)  # batched vs per-sample VAE
+        torch.testing.assert_close(b["prompt"], a["prompt"], rtol=0, atol=0)
+        torch.manual_seed(2)
+        loss_online = model(online).loss.item()
+        torch.manual_seed(2)
+        loss_cached = model(cached).loss.item()
+    assert loss_cached == pytest.approx(loss_online, rel=1e-6)
