@@ -5,7 +5,7 @@ stacked in their memory order (equal values, channels-last batch)."""
 from __future__ import annotations
 
 import os
-import subprocess
+import pickle
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -18,10 +18,12 @@ from embodied_core.data.loader import ResumableLoader
 from embodied_core.data.samplers import cyclic_sampler
 from embodied_core.model_api import collate_samples
 from embodied_data.lerobot.dataset import LeRobotDataset
-from tests.support import DATASETS_DIR, REPO_ROOT
+from embodied_data.video.base import UnsupportedVideoError, VideoBackend
+from embodied_data.video.torchcodec_backend import TorchCodecBackend
+from tests.support import DATASETS_DIR
 
 LINGZU = DATASETS_DIR / "lingzu_pi05_v30"
-SAMPLES = 48  # 12 batches of 4 per epoch
+SAMPLES = 24  # 6 batches of 4 per epoch
 
 
 def _with_pid(sample: dict[str, Any]) -> dict[str, Any]:
@@ -46,25 +48,25 @@ def _take(iterator: Iterator[Any], n: int) -> list[Any]:
 
 @pytest.mark.timeout(180)
 def test_workers_persist_and_a_resume_in_the_second_epoch_is_exact(frames: Subset) -> None:
-    # 30 batches: epochs 0 and 1 and half of epoch 2; the resumed run starts at batch 17 (epoch 1, position 20)
+    # 15 batches: epochs 0 and 1 and half of epoch 2; the resumed run starts at batch 9 (epoch 1, position 12)
     straight_loader = _loader(frames)
-    straight = _take(iter(straight_loader), 30)
+    straight = _take(iter(straight_loader), 15)
     straight_loader.close()
     pids = {int(b["pid"][0]) for b in straight}
     assert len(pids) == 2, f"3 epochs read by {len(pids)} worker processes; the 2 workers must persist"
     first = _loader(frames)
-    head = _take(iter(first), 17)
+    head = _take(iter(first), 9)
     state = first.state_dict()
     first.close()
-    assert (state["epoch"], state["position"]) == (1, 20)
+    assert (state["epoch"], state["position"]) == (1, 12)
     resumed = _loader(frames)
     resumed.load_state_dict(state)
-    tail = _take(iter(resumed), 13)
+    tail = _take(iter(resumed), 6)
     resumed.close()
     for i, (a, b) in enumerate(zip(straight, head + tail, strict=True)):
         assert torch.equal(a["index"], b["index"]), i
         assert torch.equal(a["image"], b["image"]), i
-    epoch1 = sorted(torch.cat([b["index"] for b in straight[12:24]]).tolist())
+    epoch1 = sorted(torch.cat([b["index"] for b in straight[6:12]]).tolist())
     assert epoch1 == sorted(int(frames[i]["index"]) for i in range(SAMPLES))
 
 
@@ -78,12 +80,30 @@ def test_decoded_frames_stack_in_memory_order_with_equal_values(frames: Subset) 
     assert batch["image"].permute(0, 2, 3, 1).is_contiguous()  # one dense NHWC copy, not a strided gather
 
 
-def test_the_torchcodec_decoder_is_imported_when_the_dataset_is_built() -> None:
-    # a fresh interpreter: what forked workers inherit is what the main process imported while building
-    code = ("import sys; from embodied_data.lerobot.dataset import LeRobotDataset; "
-            "assert 'torchcodec.decoders' not in sys.modules; "
-            f"LeRobotDataset({str(LINGZU)!r}, episodes=[3], camera_keys=['image']); "
-            "print('torchcodec.decoders' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "True"
+class _Backend(VideoBackend):
+    """A backend whose decoder module is ``json.tool`` (a module nothing else here imports)."""
+
+    name = "json_tool"
+    preload_modules = ("json.tool",)
+
+    def _open(self, path: str) -> Any:
+        return path
+
+    def _decode(self, handle: Any, path: str, timestamps: list[float]) -> tuple[torch.Tensor, list[float]]:
+        return torch.zeros(len(timestamps), 3, 2, 2, dtype=torch.uint8), list(timestamps)
+
+
+def test_backends_import_their_decoder_when_built_and_when_unpickled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # what forked workers inherit is what the main process imported while building the dataset; a spawned
+    # worker imports it when it unpickles the dataset, once, since its workers persist
+    assert TorchCodecBackend.preload_modules == ("torchcodec.decoders",)
+    monkeypatch.delitem(sys.modules, "json.tool", raising=False)
+    backend = _Backend()
+    assert "json.tool" in sys.modules
+    del sys.modules["json.tool"]
+    pickle.loads(pickle.dumps(backend))
+    assert "json.tool" in sys.modules
+    monkeypatch.setattr(_Backend, "preload_modules", ("embodied_no_such_decoder",))
+    with pytest.raises(UnsupportedVideoError, match="video backend 'json_tool': importing embodied_no_such_decoder "
+                                                    "failed"):
+        _Backend()
