@@ -68,7 +68,7 @@ def test_lora_training_lowers_the_loss(run):
     before, after = mean_losses(initial.eval()), mean_losses(trained.eval())
     print(f"dreamzero_tiny LoRA, {STEPS} steps, fixed draws: loss / dynamics / action {before.round(4)} -> "
           f"{after.round(4)}")
-    assert after[0] < before[0] and after[2] < 0.8 * before[2]
+    assert after[0] < before[0] and after[2] < 0.9 * before[2]
 
 
 def test_resume_repeats_the_last_steps_exactly(run, tmp_path):
