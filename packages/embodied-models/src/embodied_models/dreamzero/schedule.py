@@ -21,7 +21,7 @@ def shift_sigmas(sigmas: torch.Tensor, shift: float) -> torch.Tensor:
 
 def inference_sigmas(num_steps: int, shift: float) -> torch.Tensor:
     """``num_steps + 1`` sigmas from 1 down to 0 (the last one is the clean end)."""
-    sigmas = shift_sigmas(torch.linspace(1.0, 0.0, num_steps + 1, dtype=torch.float64)[:-1], shift)
+    sigmas = shift_sigmas(torch.linspace(1.0, 0.0, num_steps + 1, dtype=torch.float64, device="cpu")[:-1], shift)
     return torch.cat([sigmas, sigmas.new_zeros(1)]).float()
 
 
@@ -36,7 +36,8 @@ class FlowSchedule:
     def __init__(self, num_train_timesteps: int, shift: float) -> None:
         n = num_train_timesteps
         self.num_train_timesteps = n
-        sigmas = shift_sigmas(torch.linspace(1.0, 0.0, n + 1)[:-1], shift)
+        # on the CPU explicitly: a model built under torch.device("meta") (--init-on-meta) still needs real tables
+        sigmas = shift_sigmas(torch.linspace(1.0, 0.0, n + 1, device="cpu")[:-1], shift)
         timesteps = sigmas * n
         bump = torch.exp(-2 * ((timesteps - n / 2) / n) ** 2)
         bump = bump - bump.min()
