@@ -524,6 +524,8 @@ class BaseTrainer:
         """Closes loggers, restores global settings and closes the strategy (also after an exception)."""
         if "profiler" in self.__dict__:
             self.profiler.close()
+        if hasattr(self.__dict__.get("loader"), "close"):
+            self.loader.close()  # its DataLoader workers persist across epochs: stop them with the run
         for sink in self.loggers:
             with contextlib.suppress(Exception):
                 sink.close()
