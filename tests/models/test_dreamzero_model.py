@@ -361,3 +361,16 @@ def test_init_on_meta_initializes_every_tensor(tiny):
     torch.manual_seed(0)
     with torch.no_grad():
         assert torch.isfinite(model(batch).loss)
+
+
+def test_bf16_parameters_and_autocast(tiny):
+    """The recipes' --dtype bfloat16: bf16 parameters (FSDP mixed precision) and bf16 autocast both train."""
+    _, model, batch = tiny
+    low = copy.deepcopy(model).to(torch.bfloat16)
+    torch.manual_seed(0)
+    out = low(batch)
+    out.loss.backward()
+    assert torch.isfinite(out.loss) and low.dit.action_decoder.layer2.W.grad is not None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.manual_seed(0)
+        assert torch.isfinite(copy.deepcopy(model)(batch).loss)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
 from embodied_models.dreamzero.config import DreamZeroModelConfig
@@ -41,8 +42,10 @@ class WanLayerNorm(nn.LayerNorm):
     """LayerNorm computed in float32 (Wan's), returned in float32."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., D] -> normalized float32."""
-        return super().forward(x.float())
+        """x [..., D] -> normalized float32 (the affine weights cast to float32 too)."""
+        weight = self.weight.float() if self.weight is not None else None
+        bias = self.bias.float() if self.bias is not None else None
+        return functional.layer_norm(x.float(), self.normalized_shape, weight, bias, self.eps)
 
 
 class SelfAttention(nn.Module):
@@ -190,6 +193,8 @@ class CausalWanDiT(nn.Module):
         """
         cfg = self.cfg
         b = noisy.shape[0]
+        dtype = self.patch_embedding.weight.dtype  # bf16 parameters (FSDP mixed precision) take bf16 latents
+        noisy, clean = noisy.to(dtype), clean.to(dtype)
         if cond is not None:
             cond = cond.to(noisy.dtype)
             noisy, clean = torch.cat([noisy, cond], dim=1), torch.cat([clean, cond], dim=1)
