@@ -267,6 +267,10 @@ def test_diffusers_and_loongforge_layouts(tiny, tmp_path):
     assert dit_missing == ["action_decoder", "action_encoder", "state_encoder"] and not report.unexpected
     torch.testing.assert_close(target.dit.action_decoder.layer1.W, before)  # kept its initialization
 
+    from embodied_models.dreamzero.checkpoint import LOONGFORGE_ADAPTER_KEY_MAP
+
+    key = "base_model.model.action_head.model.blocks.3.ffn.0.lora_A.weight"
+    assert LOONGFORGE_ADAPTER_KEY_MAP.target(key)[0] == "base_model.model.dit.blocks.3.ffn.0.lora_A.weight"
     # a LoongForge DreamZero checkpoint (action_head.model.*, its own encoders ignored) round-trips exactly
     loongforge = {f"action_head.model.{k[4:]}": v for k, v in mine.items() if k.startswith("dit.")}
     loongforge["action_head.text_encoder.blocks.0.weight"] = torch.zeros(1)
