@@ -69,6 +69,8 @@ def test_geometry_errors_name_the_fields(tiny):
     _cfg, model, batch = tiny
     mismatched = load_config("dreamzero_tiny", data={"max_chunk_size": 3, "num_frames": 13})
     assert any("model.max_chunk_size=2 but data.max_chunk_size=3" in p for p in check_run_config(mismatched))
+    plain = load_config("dreamzero_tiny", training={"trainer_type": "FinetuneTrainer"})
+    assert any("--trainer-type dreamzero" in p for p in check_run_config(plain))
     missing = load_config("dreamzero_tiny", model={"vae_path": "/nonexistent/vae"})
     assert any("model.vae_path=/nonexistent/vae: no config.json" in p for p in check_run_config(missing))
     with pytest.raises(ValueError, match="need 8 actions and 2 states, got 4 and 2"):

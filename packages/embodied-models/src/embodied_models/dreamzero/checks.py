@@ -32,6 +32,11 @@ def check_run_config(config: object) -> list[str]:
     if not model.online_encoders and "video_latents" not in (getattr(data, "cache_features", None) or []):
         problems.append("model.online_encoders=false needs cached video latents: set data.precomputed_cache_dir "
                         "and keep 'video_latents' in data.cache_features (embodied data precompute-dreamzero)")
+    if training.use_lora and training.lora_modules_to_save is None and training.trainer_type != "dreamzero":
+        problems.append(f"--use-lora with --trainer-type {training.trainer_type}: DreamZero's LoRA recipe also trains "
+                        "the state/action encoders and the action decoder in full; use --trainer-type dreamzero (the "
+                        "presets' default, which adds them) or pass --lora-modules-to-save "
+                        "dit.state_encoder,dit.action_encoder,dit.action_decoder")
     for name, what in (("vae_path", "vae/ (AutoencoderKLWan)"), ("text_encoder_path", "text_encoder/ (UMT5)"),
                        ("image_encoder_path", "image_encoder/ (CLIP vision)")):
         folder = getattr(model, name)
