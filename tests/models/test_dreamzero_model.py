@@ -380,3 +380,27 @@ def test_bf16_parameters_and_autocast(tiny):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         torch.manual_seed(0)
         assert torch.isfinite(copy.deepcopy(model)(batch).loss)
+
+
+def test_droid_geometry_through_the_strategy(tmp_path):
+    """oxe_droid (language chunks of 24 actions, 2 latent frames per block, relative joint actions, 2x2 view grid):
+    the strategy's batch has the counts per block the model checks, and the model trains on it."""
+    geometry = {"num_frames": 17, "action_horizon": 24, "num_frame_per_block": 2, "max_chunk_size": 2}
+    cfg = load_config("dreamzero_tiny",
+                      training={"dataset_format": "lerobot_datasets", "output_dir": str(tmp_path),
+                                "dataset_path": str(DATASETS_DIR / "strategies" / "dreamzero_droid_v21")},
+                      model={**geometry, "num_action_per_block": 24, "target_video_size": [64, 64]},
+                      data={**geometry, "embodiment_tag": "oxe_droid", "language_chunk_sampling": True,
+                            "require_full_language_chunks": True, "relative_action": True,
+                            "relative_action_keys": ["joint_position"], "tokenizer_path": str(TOKENIZER),
+                            "state_dim": 8, "action_dim": 8})
+    assert check_run_config(cfg) == []
+    dataset = build_training_dataset(cfg.training, cfg.data)
+    batch = make_transforms(cfg.model, cfg.data, stats=None).collate_fn([dataset[0], dataset[len(dataset) - 1]])
+    assert batch["images"].shape == (2, 17, 64, 64, 3)  # wrist x2 on top, exterior left | right below
+    assert batch["action"].shape[1] == 2 * 24 and batch["state"].shape[1] == 2
+    torch.manual_seed(0)
+    model = DreamZeroModel(cfg.model, cfg.data)
+    out = model(batch)
+    out.loss.backward()
+    assert torch.isfinite(out.loss) and model.dit.action_encoder.W1.W.grad is not None
