@@ -8,8 +8,8 @@ statistics the strategy trained with (the checkpoint's ``stats["state"]``), clam
 state rows and zero padded to ``max_state_dim``. ``postprocess_actions`` undoes the action normalization with
 ``stats["action"]`` (dimensions with q01 == q99 were not normalized) and drops the padding.
 
-Limits: the observation's state vector must be the strategy's concatenated state parts (true for libero_sim,
-whose single part is the whole column); relative actions (``data.relative_action``) are not turned back into
+Limits: the observation's state vector must be the strategy's concatenated state parts (its ``state`` feature,
+``data.state_key``); relative actions (``data.relative_action``) are not turned back into
 absolute ones here.
 """
 
