@@ -61,12 +61,26 @@ def test_block_counts_of_the_presets_and_the_batch(tiny):
     assert (h // 16 // 2) * (w // 16 // 2) == 50  # LoongForge's frame_seqlen of the 5B preset
 
 
+@pytest.mark.parametrize("name", ["dreamzero_wan22_5b", "dreamzero_wan21_14b", "dreamzero_tiny",
+                                  "dreamzero_lora_wan22_5b", "dreamzero_full_wan22_5b", "dreamzero_lora_wan21_14b",
+                                  "dreamzero_full_wan21_14b", "dreamzero_libero_wan22_5b",
+                                  "dreamzero_agibot_wan21_14b", "dreamzero_yam_wan21_14b"])
+def test_every_preset_and_alias_validates(name):
+    cfg = load_config(name)
+    assert cfg.model.validate() == [] and cfg.data.validate() == [] and check_run_config(cfg) == []
+    lora = {"dreamzero_full_wan22_5b": False, "dreamzero_full_wan21_14b": False, "dreamzero_libero_wan22_5b": False,
+            "dreamzero_agibot_wan21_14b": False, "dreamzero_yam_wan21_14b": False}.get(name, True)
+    assert cfg.training.use_lora is lora and cfg.training.trainer_type == "dreamzero"
+
+
 def test_geometry_errors_name_the_fields(tiny):
     bad = DreamZeroModelConfig(num_frames=29, action_horizon=16)
     problems = " | ".join(bad.validate())
     assert "model.num_frames 29 gives 8 latent frames" in problems and "set num_frames = 33" in problems
     assert "model.action_horizon 16 != model.num_action_per_block 24" in problems
     _cfg, model, batch = tiny
+    assert any("model.text_len=64 but data.max_text_length=32" in p
+               for p in check_run_config(load_config("dreamzero_tiny", data={"max_text_length": 32})))
     mismatched = load_config("dreamzero_tiny", data={"max_chunk_size": 3, "num_frames": 13})
     assert any("model.max_chunk_size=2 but data.max_chunk_size=3" in p for p in check_run_config(mismatched))
     plain = load_config("dreamzero_tiny", training={"trainer_type": "FinetuneTrainer"})

@@ -13,7 +13,7 @@ __all__ = ["GEOMETRY_FIELDS", "check_run_config"]
 GEOMETRY_FIELDS = (("num_frames", "num_frames"), ("action_horizon", "action_horizon"),
                    ("num_state_per_block", "state_horizon"), ("max_chunk_size", "max_chunk_size"),
                    ("num_frame_per_block", "num_frame_per_block"), ("max_state_dim", "max_state_dim"),
-                   ("max_action_dim", "max_action_dim"))
+                   ("max_action_dim", "max_action_dim"), ("text_len", "max_text_length"))
 """(model field, data field) pairs that must agree: the strategy cuts samples with the data values."""
 
 

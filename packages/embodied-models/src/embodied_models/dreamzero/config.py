@@ -54,7 +54,8 @@ class DreamZeroModelConfig(BaseModelConfig):
     text_dim: int = attrs.field(default=4096, validator=positive)
     """Width of the text-encoder output (UMT5-XXL: 4096)."""
     text_len: int = attrs.field(default=512, validator=positive)
-    """Text positions the DiT sees (``prompt_embs`` / the tokenizer length)."""
+    """Text positions the DiT sees: the strategy's UMT5 token ids / ``prompt_embs`` rows (must equal
+    ``data.max_text_length``)."""
     image_dim: int = attrs.field(default=1280, validator=positive)
     """Width of the image-encoder tokens (CLIP ViT-H/14: 1280)."""
     eps: float = attrs.field(default=1e-6, validator=positive)
