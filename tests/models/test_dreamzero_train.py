@@ -96,3 +96,35 @@ def test_checkpoint_is_a_policy(run):
     assert first.shape == (4, 7) and first.dtype == np.float32 and np.isfinite(first).all()
     again = load_policy(ckpt, seed=0).predict_action(obs)
     np.testing.assert_array_equal(first, again)
+
+
+def test_relative_actions_come_back_absolute(tmp_path):
+    """oxe_droid with relative joint actions: the policy adds the observed joint state to those dimensions only."""
+    from embodied_core.policy.runtime import TransformsPolicy
+    from embodied_core.trainer.api import Trainer
+    from embodied_models.dreamzero.policy import DreamZeroPolicy
+
+    geometry = {"num_frames": 17, "action_horizon": 24, "num_frame_per_block": 2, "max_chunk_size": 2}
+    out = tmp_path / "droid"
+    Trainer({"training": {"model_name": "dreamzero_tiny", "dataset_format": "lerobot_datasets",
+                          "dataset_path": str(DATASETS_DIR / "strategies" / "dreamzero_droid_v21"),
+                          "tokenizer_path": str(TOKENIZER), "num_workers": 0, "per_device_batch_size": 2,
+                          "train_iters": 1, "save_interval": 1, "output_dir": str(out)},
+             "model": {**geometry, "num_action_per_block": 24, "target_video_size": [64, 64]},
+             "data": {**geometry, "embodiment_tag": "oxe_droid", "language_chunk_sampling": True,
+                      "require_full_language_chunks": True, "relative_action": True,
+                      "relative_action_keys": ["joint_position"]}}).train()
+    policy = load_policy(out / "checkpoints" / "step_1", seed=0)
+    assert isinstance(policy, DreamZeroPolicy)
+    meta = policy.metadata
+    action_dims, state_dims = policy.relative
+    assert action_dims.tolist() == list(range(7)) and state_dims.tolist() == list(range(7))  # not the gripper
+    obs = {**{key: np.full(meta.image_shape, 120, dtype=np.uint8) for key in meta.camera_keys},
+           meta.state_key: np.arange(meta.state_dim, dtype=np.float32) + 100.0, "task": "wipe the counter"}
+    policy.reset()
+    absolute = policy.predict_action(obs)
+    policy.reset()
+    relative = TransformsPolicy.predict_action(policy, obs)
+    assert absolute.shape == (24, 8)
+    np.testing.assert_allclose(absolute - relative, np.tile(np.r_[obs[meta.state_key][:7], 0.0], (24, 1)),
+                               rtol=1e-5, atol=1e-3)  # float32 sums of values near 1000

@@ -9,8 +9,7 @@ state rows and zero padded to ``max_state_dim``. ``postprocess_actions`` undoes 
 ``stats["action"]`` (dimensions with q01 == q99 were not normalized) and drops the padding.
 
 Limits: the observation's state vector must be the strategy's concatenated state parts (its ``state`` feature,
-``data.state_key``); relative actions (``data.relative_action``) are not turned back into
-absolute ones here.
+``data.state_key``); relative action parts are made absolute by :class:`.policy.DreamZeroPolicy`.
 """
 
 from __future__ import annotations

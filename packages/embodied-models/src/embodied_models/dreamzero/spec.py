@@ -26,7 +26,7 @@ def dreamzero_spec(name: str, yaml: str, description: str) -> ModelSpec:
                      data_config=DreamZeroDataConfig, default_yaml=f"embodied_models.dreamzero:{yaml}.yaml",
                      transforms=_TRANSFORMS, requires=_REQUIRES, install_hint=_HINT,
                      checks=("embodied_models.dreamzero.checks:check_run_config",), uses_flags=("tokenizer_path",),
-                     needs_task=True)
+                     policy="embodied_models.dreamzero.policy:DreamZeroPolicy", needs_task=True)
 
 
 DREAMZERO_WAN22_5B = dreamzero_spec("dreamzero_wan22_5b", "dreamzero_wan22_5b",
