@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from embodied_data.samplers.distributed import ShareFn, check_rank
+from embodied_data.samplers.specs import GlobalBatchShardOptions
 
 __all__ = ["global_batch_shard_sampler"]
 
 
-def global_batch_shard_sampler(rank: int, world_size: int, *, options: object = None) -> ShareFn:
+def global_batch_shard_sampler(rank: int, world_size: int, *, options: GlobalBatchShardOptions | None = None
+                               ) -> ShareFn:
     """Rank ``rank``'s local batches (module docstring)."""
     check_rank(rank, world_size)
-    batch = int(getattr(options, "batch_size", 1))
+    batch = (GlobalBatchShardOptions() if options is None else options).batch_size
 
     def share(order: Sequence[int]) -> list[int]:
         step = batch * world_size

@@ -20,6 +20,7 @@ import numpy as np
 
 from embodied_core.errors import UsageError
 from embodied_data.samplers.distributed import ShareFn, check_rank
+from embodied_data.samplers.specs import ShardedOptions
 
 __all__ = ["shard_lengths", "sharded_sampler"]
 
@@ -36,13 +37,12 @@ def _order_seed(order: Sequence[int], seed: int) -> int:
     return int.from_bytes(digest.digest()[:8], "little")
 
 
-def sharded_sampler(rank: int, world_size: int, *, options: object = None) -> ShareFn:
+def sharded_sampler(rank: int, world_size: int, *, options: ShardedOptions | None = None) -> ShareFn:
     """Rank ``rank``'s samples of the epoch's shard schedule (module docstring)."""
     check_rank(rank, world_size)
-    steps = int(getattr(options, "num_steps_per_shard", 10_000))
-    rate = float(getattr(options, "shard_sampling_rate", 0.1))
-    draws = int(getattr(options, "num_shards_to_sample", 1024))
-    seed = int(getattr(options, "seed", 0))
+    options = ShardedOptions() if options is None else options
+    steps, rate = options.num_steps_per_shard, options.shard_sampling_rate
+    draws, seed = options.num_shards_to_sample, options.seed
     if steps < 1 or draws < 1 or not 0.0 < rate <= 1.0:
         raise UsageError(f"plugins.sharded: need num_steps_per_shard >= 1, num_shards_to_sample >= 1 and "
                          f"0 < shard_sampling_rate <= 1 (got {steps}, {draws}, {rate})")
