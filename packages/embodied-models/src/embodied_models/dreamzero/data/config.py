@@ -12,10 +12,9 @@ import attrs
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.validators import non_negative, positive
 
-__all__ = ["CACHE_FEATURES", "EMBODIMENT_TAGS", "SAMPLER_TYPES", "DreamZeroDataConfig"]
+__all__ = ["CACHE_FEATURES", "EMBODIMENT_TAGS", "DreamZeroDataConfig"]
 
 EMBODIMENT_TAGS = ("oxe_droid", "libero_sim", "agibot", "yam")
-SAMPLER_TYPES = ("distributed", "sharded", "global_batch_shard")
 CACHE_FEATURES = ("video_latents", "first_frame_latents", "prompt_embs")
 
 
@@ -107,12 +106,6 @@ class DreamZeroDataConfig(BaseDataConfig):
     """Check each cached file's size and sha256 against manifest.jsonl when it is read."""
     cache_require_full_coverage: bool = False
     """Refuse a cache that does not cover every sample of the dataset."""
-    sampler_type: str = attrs.field(default="distributed", validator=attrs.validators.in_(SAMPLER_TYPES))
-    """Reference sampler name (recorded; the run's sampler is ``--distributed-sampler-mode``)."""
-    shard_sampling_rate: float = attrs.field(default=0.1, validator=_unit_interval_open)
-    """``sharded`` sampler: fraction of each shard's steps drawn per pass."""
-    num_steps_per_shard: int = attrs.field(default=10_000, validator=positive)
-    """``sharded`` sampler: steps per shard."""
 
     def validate(self) -> list[str]:
         """Cross-field rules (in addition to the base class')."""
