@@ -28,8 +28,10 @@ TINY_UMT5_CONFIG: dict[str, Any] = {"d_model": 16, "d_kv": 8, "d_ff": 32, "num_l
 
 
 def clean_prompt(text: str) -> str:
-    """HTML-unescape and collapse whitespace (Wan's prompt cleaning without ftfy)."""
-    return re.sub(r"\s+", " ", html.unescape(html.unescape(text))).strip()
+    """Wan's prompt cleaning: ``ftfy.fix_text`` (mojibake, odd quotes), HTML-unescape twice, collapse whitespace."""
+    import ftfy
+
+    return re.sub(r"\s+", " ", html.unescape(html.unescape(ftfy.fix_text(text))).strip()).strip()
 
 
 def _require_folder(path: Path, what: str) -> Path:

@@ -9,7 +9,7 @@ Fields (the golden batch's, ``B`` samples)::
     text_negative / text_attention_mask_negative [B, L] int64   Wan's negative prompt
     video_latents [B, C, T', h, w], first_frame_latents, prompt_embs [B, L', D]   when the cache provides them
 
-Prompts are cleaned as Wan cleans them (ftfy when installed, HTML-unescaped twice, whitespace collapsed) and
+Prompts are cleaned as Wan cleans them (ftfy, HTML-unescaped twice, whitespace collapsed) and
 tokenized to ``max_length`` (padded, truncated). No extra fields. Samples of different shapes (DROID anchors with
 1 and 2 language chunks) cannot be stacked: that is a DataError naming the field and the setting that avoids it.
 """
@@ -17,8 +17,6 @@ tokenized to ``max_length`` (padded, truncated). No extra fields. Samples of dif
 from __future__ import annotations
 
 import ast
-import html
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ import torch
 from embodied_core.errors import DataError, UsageError
 from embodied_core.model_api import TensorBatch
 from embodied_models.dreamzero.data.embodiments import prompt_for
+from embodied_models.wan.text import clean_prompt
 
 __all__ = ["DreamZeroBatch", "DreamZeroCollator", "clean_text", "load_tokenizer"]
 
@@ -38,15 +37,8 @@ class DreamZeroBatch(TensorBatch):
 
 
 def clean_text(text: str) -> str:
-    """Wan's prompt cleaning: ftfy (when installed), HTML-unescape twice, collapse whitespace."""
-    try:
-        import ftfy
-
-        text = ftfy.fix_text(text)
-    except ImportError:
-        pass
-    text = html.unescape(html.unescape(text)).strip()
-    return re.sub(r"\s+", " ", text).strip()
+    """Wan's prompt cleaning (:func:`embodied_models.wan.text.clean_prompt`)."""
+    return clean_prompt(text)
 
 
 def load_tokenizer(path: str | Path) -> Any:
