@@ -94,6 +94,21 @@ def test_precompute_two_ranks_resume_and_training_reads_it(encoders: Path, tmp_p
     assert "Traceback" not in bad.stderr
 
 
+def test_precompute_encodes_at_the_model_frame_size(encoders: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Frames are resized to the model's target size before the VAE (as the model's online encoder does), and a
+    cache begun at another size is refused."""
+    cache = tmp_path / "sized"
+    args = [str(LIBERO), "--output", str(cache), "--vae-path", str(encoders / "vae"), "--episodes", "2",
+            "--features", "video_latents", "--limit", "1", *OVERRIDES]
+    assert main([*args, "--video-size", "32", "64"]) == 0
+    (file,) = cache.glob("index_*.pt")
+    latents = torch.load(file, weights_only=True)["video_latents"]
+    assert latents.shape[-2:] == (4, 8)  # 32x64 through the 8x VAE (the strategy's frames are 24x64)
+    assert main([*args, "--video-size", "16", "32"]) == 2
+    assert "video_size" in capsys.readouterr().err
+
+
 def _copy(tmp: Path) -> Path:
     root = tmp / "libero"
     shutil.copytree(LIBERO / "meta", root / "meta")

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from torch.nn import functional
 
 from embodied_core.errors import DataError
 from embodied_core.model_api import ModelOutput
 from embodied_core.model_base import EmbodiedModel
 from embodied_models.dreamzero.config import DreamZeroModelConfig
+from embodied_models.dreamzero.data.video import video_from_images
 from embodied_models.dreamzero.dit import CausalWanBlock, CausalWanDiT
 from embodied_models.dreamzero.encoders import FrozenEncoders, encoder_paths, load_encoder_weights
 from embodied_models.dreamzero.loss import action_loss, dynamics_loss
@@ -41,15 +41,6 @@ LORA_PROJECTIONS = ("self_attn.q", "self_attn.k", "self_attn.v", "self_attn.o", 
 """LoRA-adapted layers of every DiT block (LoongForge's ``(?:q|k|v|o|ffn\\.[02])`` under the DiT)."""
 LORA_MODULES_TO_SAVE = ("dit.state_encoder", "dit.action_encoder", "dit.action_decoder")
 """Modules the LoRA recipe trains in full (LoongForge's ``modules_to_save``)."""
-
-
-def _video_from_images(images: torch.Tensor, size: tuple[int, int] | None) -> torch.Tensor:
-    """uint8 [B, T, H, W, 3] -> float [B, 3, T, h, w] in [-1, 1], resized (bilinear) to ``size`` when given."""
-    b, t, h, w, _ = images.shape
-    x = images.permute(0, 1, 4, 2, 3).reshape(b * t, 3, h, w).float() / 127.5 - 1.0
-    if size is not None and (h, w) != tuple(size):
-        x = functional.interpolate(x, size=tuple(size), mode="bilinear", align_corners=False)
-    return x.unflatten(0, (b, t)).transpose(1, 2)
 
 
 class DreamZeroModel(EmbodiedModel):
@@ -82,7 +73,7 @@ class DreamZeroModel(EmbodiedModel):
         cfg = self.config
         images = batch["images"]
         cached_video = batch.get("video_latents")
-        video = _video_from_images(images[:, :1] if cached_video is not None else images, cfg.target_video_size)
+        video = video_from_images(images[:, :1] if cached_video is not None else images, cfg.target_video_size)
         latents = cached_video.float() if cached_video is not None else self.encoders.encode_video(video)
         if cached_video is not None:
             self._check_cached_grid(latents, video)

@@ -45,6 +45,7 @@ from embodied_models.dreamzero.data.cache import (
 )
 from embodied_models.dreamzero.data.collate import DreamZeroCollator
 from embodied_models.dreamzero.data.config import CACHE_FEATURES, DreamZeroDataConfig
+from embodied_models.dreamzero.data.video import video_from_images
 
 __all__ = ["COMMAND", "PrecomputeResult", "encode_prompt", "encode_video", "main", "precompute_dreamzero"]
 
@@ -63,20 +64,16 @@ class PrecomputeResult:
     cache: Path
 
 
-def _to_video(images: torch.Tensor) -> torch.Tensor:
-    """``[T, H, W, 3]`` uint8 -> ``[1, 3, T, H, W]`` in [-1, 1]."""
-    x = images.to(torch.float32).permute(3, 0, 1, 2).unsqueeze(0) / 255.0
-    return x * 2.0 - 1.0
-
-
 @torch.no_grad()
-def encode_video(vae: Any, images: torch.Tensor, *, first_frame_only: bool = False) -> torch.Tensor:
-    """Normalized Wan VAE latents ``[C, T', h, w]`` of ``images`` (``[T, H, W, 3]`` uint8; the shared Wan substrate's
+def encode_video(vae: Any, images: torch.Tensor, *, first_frame_only: bool = False,
+                 video_size: Sequence[int] | None = None) -> torch.Tensor:
+    """Normalized Wan VAE latents ``[C, T', h, w]`` of ``images`` (``[T, H, W, 3]`` uint8, resized to ``video_size``
+    as the model's online encoder resizes them; the shared Wan substrate's
     :func:`embodied_models.wan.vae.encode_video`); with ``first_frame_only`` the frames after the first are zeros
     (DreamZero's image-condition latents)."""
     from embodied_models.wan.vae import encode_video as wan_encode
 
-    video = _to_video(images)
+    video = video_from_images(images.unsqueeze(0), video_size)
     if first_frame_only:
         video = torch.cat([video[:, :, :1], torch.zeros_like(video[:, :, 1:])], dim=2)
     return wan_encode(vae, video)[0].float().cpu()
@@ -200,9 +197,11 @@ def precompute_dreamzero(dataset_root: str | Path, *, output: str | Path, data: 
                          text_encoder_path: str | Path | None = None, tokenizer_path: str | Path | None = None,
                          rank: int = 0, world_size: int = 1, video_backend: str = "pyav",
                          device: str | None = None, dtype: torch.dtype = torch.float32,
-                         episodes: Sequence[int] | None = None, limit: int | None = None) -> PrecomputeResult:
+                         episodes: Sequence[int] | None = None, limit: int | None = None,
+                         video_size: Sequence[int] | None = None) -> PrecomputeResult:
     """Encodes this rank's samples (module docstring) of ``episodes`` (default: all); ``limit`` stops after that
-    many new files."""
+    many new files. ``video_size`` (h, w): the model's ``model.target_video_size`` (frames are resized to it before
+    the VAE, as the model does online; None keeps the strategy's frame size)."""
     from embodied_data.lerobot.dataset import LeRobotDataset
     from embodied_data.lerobot.metadata import LeRobotMeta
     from embodied_models.dreamzero.data.strategy import plan_dreamzero
@@ -227,7 +226,9 @@ def precompute_dreamzero(dataset_root: str | Path, *, output: str | Path, data: 
     meta = LeRobotMeta.load(dataset_root)
     cache = Path(output)
     cache.mkdir(parents=True, exist_ok=True)
-    _check_build(cache, _build_record(meta.root, data, features, vae_folder, text_folder))
+    record = _build_record(meta.root, data, features, vae_folder, text_folder)
+    record["video_size"] = list(video_size) if video_size is not None else None
+    _check_build(cache, record)
     plan = plan_dreamzero(meta, data, with_cache=False)
     ds = LeRobotDataset(meta.root, video_backend=video_backend, camera_keys=plan.camera_keys, transform=plan.transform,
                         sample_index=plan.sample_index, meta=meta, episodes=episodes)
@@ -257,9 +258,10 @@ def precompute_dreamzero(dataset_root: str | Path, *, output: str | Path, data: 
         sample = ds[position]
         out: dict[str, torch.Tensor] = {}
         if "video_latents" in features:
-            out["video_latents"] = encode_video(vae, sample["images"])
+            out["video_latents"] = encode_video(vae, sample["images"], video_size=video_size)
         if "first_frame_latents" in features:
-            out["first_frame_latents"] = encode_video(vae, sample["images"], first_frame_only=True)
+            out["first_frame_latents"] = encode_video(vae, sample["images"], first_frame_only=True,
+                                                      video_size=video_size)
         if collator is not None:
             prompt = collator.prompt(sample["text"], sample["embodiment_id"])
             out["prompt_embs"] = encode_prompt(text_encoder, prompt, text_len=data.max_text_length)
@@ -271,7 +273,9 @@ def precompute_dreamzero(dataset_root: str | Path, *, output: str | Path, data: 
     return PrecomputeResult(encoded=tuple(encoded), skipped=tuple(skipped), finalized=finalized, cache=cache)
 
 
-def _data_config(args: argparse.Namespace) -> DreamZeroDataConfig:
+def _data_config(args: argparse.Namespace) -> tuple[DreamZeroDataConfig, tuple[int, int] | None]:
+    """The data section and the frame size the model encodes at (``--model-name``'s ``model.target_video_size``,
+    else ``--video-size``)."""
     bad = [o for o in args.overrides if not o.startswith("data.") or "=" not in o]
     if bad:
         raise UsageError(f"only data.x=value overrides are accepted, got {bad}")
@@ -282,7 +286,11 @@ def _data_config(args: argparse.Namespace) -> DreamZeroDataConfig:
         if not isinstance(config.data, DreamZeroDataConfig):
             raise UsageError(f"--model-name {args.model_name} is not a DreamZero model (data section "
                              f"{type(config.data).__name__})")
-        return config.data
+        if args.video_size is not None:
+            raise UsageError(f"--video-size: the frame size comes from --model-name {args.model_name} "
+                             f"(model.target_video_size={config.model.target_video_size}); give one of the two")
+        size = config.model.target_video_size
+        return config.data, (tuple(size) if size is not None else None)
     fields = {f.name for f in attrs.fields(DreamZeroDataConfig)}
     values: dict[str, Any] = {}
     for item in args.overrides:
@@ -292,7 +300,7 @@ def _data_config(args: argparse.Namespace) -> DreamZeroDataConfig:
                              f"{', '.join(sorted(fields))})")
         values[key] = yaml.safe_load(raw)
     try:
-        return DreamZeroDataConfig(**values)
+        return DreamZeroDataConfig(**values), (tuple(args.video_size) if args.video_size is not None else None)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"data section: {exc}") from None
 
@@ -319,6 +327,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--features", default="video_latents,prompt_embs",
                         help=f"comma-separated, among {', '.join(CACHE_FEATURES)}")
     parser.add_argument("--vae-path", help="local diffusers AutoencoderKLWan folder (vae/ of a Wan model)")
+    parser.add_argument("--video-size", type=int, nargs=2, metavar=("H", "W"),
+                        help="frame size the model encodes at, without --model-name (its model.target_video_size; "
+                             "default: the strategy's frame size)")
     parser.add_argument("--text-encoder-path", help="local transformers UMT5EncoderModel folder (text_encoder/)")
     parser.add_argument("--tokenizer-path", help="local UMT5 tokenizer folder (default: data.tokenizer_path)")
     parser.add_argument("--video-backend", default="pyav", help="frame decoder (embodied.video_backends)")
@@ -339,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_intermixed_args(list(sys.argv[1:] if argv is None else argv))
 
     def run() -> int:
-        data = _data_config(args)
+        data, video_size = _data_config(args)
         device = args.device
         if device is None and torch.cuda.is_available():
             device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
@@ -349,7 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.dataset, output=args.output, data=data, features=[f for f in args.features.split(",") if f],
             vae_path=args.vae_path, text_encoder_path=args.text_encoder_path, tokenizer_path=args.tokenizer_path,
             rank=args.rank, world_size=args.world_size, video_backend=args.video_backend, device=device,
-            dtype=getattr(torch, args.dtype), episodes=_episodes(args.episodes), limit=args.limit)
+            dtype=getattr(torch, args.dtype), episodes=_episodes(args.episodes), limit=args.limit,
+            video_size=video_size)
         state = "wrote the manifest and _SUCCESS" if result.finalized else "cache not complete yet"
         print(f"rank {args.rank}/{args.world_size}: encoded {len(result.encoded)} sample(s), kept "
               f"{len(result.skipped)} already cached; {state}; cache {result.cache}")

@@ -14,7 +14,7 @@ import attrs
 import torch
 import torch.nn.functional as F
 
-__all__ = ["ColorJitter", "CropDraw", "crop_size", "draw_crop", "process_views"]
+__all__ = ["ColorJitter", "CropDraw", "crop_size", "draw_crop", "process_views", "video_from_images"]
 
 
 @attrs.frozen
@@ -124,3 +124,13 @@ def process_views(views: Sequence[torch.Tensor], *, size: tuple[int, int], crop_
         x = _jitter(x, jitter, generator)
     frames = (x.permute(0, 2, 3, 1) * 255).to(torch.uint8)
     return list(torch.split(frames, counts, dim=0)), draw
+
+
+def video_from_images(images: torch.Tensor, size: Sequence[int] | None) -> torch.Tensor:
+    """uint8 ``[B, T, H, W, 3]`` -> float ``[B, 3, T, h, w]`` in [-1, 1], resized (bilinear) to ``size`` (h, w) when
+    given: the Wan VAE's input, the same for the model's online encoder and ``precompute-dreamzero``."""
+    b, t, h, w, _ = images.shape
+    x = images.permute(0, 1, 4, 2, 3).reshape(b * t, 3, h, w).float() / 127.5 - 1.0
+    if size is not None and (h, w) != tuple(size):
+        x = F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=False)
+    return x.unflatten(0, (b, t)).transpose(1, 2)
