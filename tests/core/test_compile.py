@@ -134,8 +134,15 @@ def test_bad_combinations_name_the_flag_and_the_fix(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_model_without_blocks_is_a_usage_error() -> None:
-    with pytest.raises(UsageError, match=r"--compile: Linear declares no blocks \(its fsdp_units\(\) is empty\)"):
-        compile_blocks(torch.nn.Linear(2, 2))
+    from embodied_core.model_base import EmbodiedModel
+
+    class NoBlocks(EmbodiedModel):  # keeps the default fsdp_units() == ()
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(2, 2)
+
+    with pytest.raises(UsageError, match=r"--compile: NoBlocks declares no blocks \(its fsdp_units\(\) is empty\)"):
+        compile_blocks(NoBlocks())
 
 
 def test_cli_refuses_compile_mode_without_compile(tmp_path: Path) -> None:

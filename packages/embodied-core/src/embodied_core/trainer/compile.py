@@ -57,14 +57,15 @@ def _outermost(named: Sequence[tuple[str, nn.Module]]) -> list[tuple[str, nn.Mod
 
 
 def compile_blocks(model: nn.Module, *, mode: str = "default") -> CompileReport:
-    """Compiles the forward of every block instance of ``model`` in place (see the module doc).
+    """Compiles the forward of every block instance of ``model`` in place (see the module doc); ``model`` is a
+    model plugin, whose ``fsdp_units()`` the trainer checked.
 
     Raises:
         UsageError: the model declares no blocks (``fsdp_units()`` is empty) or none of them occurs in it.
     """
     import torch
 
-    declared = tuple(model.fsdp_units()) if hasattr(model, "fsdp_units") else ()
+    declared = tuple(model.fsdp_units())
     if not declared:
         raise UsageError(f"--compile: {type(model).__name__} declares no blocks (its fsdp_units() is empty), and "
                          "--compile compiles each block on its own; declare the model's transformer block classes "
