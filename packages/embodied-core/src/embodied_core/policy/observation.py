@@ -67,11 +67,13 @@ def image_frames(value: Any, key: str, shape_hwc: tuple[int, int, int], *,
     if array.dtype != np.uint8:
         raise ObservationError(f"observation[{key!r}]: got {describe(array)}, expected {expected} (images are "
                                "sent as uint8 0..255)")
-    if array.shape == (*lead, h, w, c):
-        array = np.moveaxis(array, -1, -3)
-    elif array.shape != (*lead, c, h, w):
+    if array.shape == (*lead, c, h, w):
+        array = np.moveaxis(array, -3, -1)
+    elif array.shape != (*lead, h, w, c):
         raise ObservationError(f"observation[{key!r}]: got {describe(array)}, expected {expected}")
-    return torch.from_numpy(np.ascontiguousarray(array))
+    # HWC memory seen as CHW: the layout video decoders hand frames out in, so a batch collated for inference has
+    # the memory layout of a training batch (channels-last) and the model's float results are the same
+    return torch.from_numpy(np.ascontiguousarray(array)).movedim(-1, -3)
 
 
 def state_vector(value: Any, key: str, dim: int) -> torch.Tensor:
