@@ -13,21 +13,10 @@ import argparse
 import json
 from collections.abc import Sequence
 
+from embodied_core.cli.arguments import index_list
 from embodied_core.errors import UsageError
 
 __all__ = ["main"]
-
-
-def _episodes(text: str) -> list[int]:
-    """``"0-3,7"`` -> ``[0, 1, 2, 3, 7]``."""
-    out: list[int] = []
-    try:
-        for part in text.split(","):
-            low, _, high = part.strip().partition("-")
-            out.extend(range(int(low), int(high or low) + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected episode indices like 0-3,7") from None
-    return out
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
 
     stats = sub.add_parser("stats", help="per-feature stats of a LeRobot dataset (read, or computed when absent)")
     stats.add_argument("path", help="dataset root")
-    stats.add_argument("--episodes", type=_episodes, default=None, help="episode subset, e.g. 0-9,12")
+    stats.add_argument("--episodes", type=index_list, default=None, help="episode subset, e.g. 0-9,12")
     stats.add_argument("--json", action="store_true", help="print the stats as JSON")
     return parser
 

@@ -6,18 +6,9 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from embodied_core.cli.arguments import index_list
+
 __all__ = ["build_parser", "main"]
-
-
-def _episode_list(text: str) -> list[int]:
-    out: list[int] = []
-    try:
-        for part in text.split(","):
-            low, _, high = part.strip().partition("-")
-            out.extend(range(int(low), int(high or low) + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected episode indices like 20-23,30") from None
-    return out
 
 
 def _env_option(text: str) -> tuple[str, Any]:
@@ -70,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     offline = parser.add_argument_group("open-loop evaluation")
     offline.add_argument("--offline", default=None, metavar="DATASET",
                          help="a LeRobot dataset: action MSE/L1 per horizon step and dimension on its episodes")
-    offline.add_argument("--offline-episodes", type=_episode_list, default=None, metavar="LIST",
+    offline.add_argument("--offline-episodes", type=index_list, default=None, metavar="LIST",
                          help="episodes to evaluate, e.g. 20-23 (default: the last 20%%)")
     offline.add_argument("--offline-stride", type=int, default=1, help="evaluate every N-th frame (default 1)")
     return parser

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import torch
 
+from embodied_core.cli.arguments import index_list
 from embodied_core.errors import DataError, UsageError
 from embodied_models.lingbot_va.cache import (
     META_NAME,
@@ -179,18 +180,6 @@ def precompute_latents(dataset_root: str | Path, *, base_model_path: str | Path,
     return PrecomputeResult(encoded=tuple(encoded), skipped=tuple(skipped), cache=cache)
 
 
-def _parse_episodes(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise UsageError(f"--episodes {text!r}: expected a list like '0-9,12'")
-        out.extend(range(int(lo), int(hi) + 1) if hi else [int(lo)])
-    return out
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", help="LeRobot dataset directory")
@@ -199,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="folder with vae/, text_encoder/, tokenizer/ (default: $BASE_MODEL_PATH)")
     parser.add_argument("--model-name", default="lingbot_va_libero",
                         help="model preset whose data section gives cameras, layout, image size and stride")
-    parser.add_argument("--episodes", help="episodes to encode, e.g. '0-9,12' (default: all)")
+    parser.add_argument("--episodes", type=index_list, help="episodes to encode, e.g. '0-9,12' (default: all)")
     parser.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda:LOCAL_RANK when available)")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     parser.add_argument("--video-backend", default="pyav", help="frame decoder (embodied.video_backends)")
@@ -227,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
         result = precompute_latents(args.dataset, base_model_path=args.base_model_path, data_config=config.data,
                                     text_len=config.model.text_len, rank=args.rank, world_size=args.world_size,
-                                    episodes=_parse_episodes(args.episodes), device=device,
+                                    episodes=args.episodes, device=device,
                                     dtype=getattr(torch, args.dtype), video_backend=args.video_backend)
         print(f"rank {args.rank}/{args.world_size}: encoded {len(result.encoded)} episode(s), skipped "
               f"{len(result.skipped)} already cached, cache {result.cache}")

@@ -33,6 +33,7 @@ import attrs
 import torch
 import yaml
 
+from embodied_core.cli.arguments import index_list
 from embodied_core.errors import DataError, UsageError
 from embodied_models.dreamzero.data.cache import (
     KIND,
@@ -305,18 +306,6 @@ def _data_config(args: argparse.Namespace) -> tuple[DreamZeroDataConfig, tuple[i
         raise UsageError(f"data section: {exc}") from None
 
 
-def _episodes(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise UsageError(f"--episodes {text!r}: expected a list like '0-9,12'")
-        out.extend(range(int(lo), int(hi) + 1) if hi else [int(lo)])
-    return out
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", help="LeRobot v2.x dataset directory with meta/modality.json")
@@ -337,8 +326,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--rank", type=int, default=int(os.environ.get("RANK", "0")))
     parser.add_argument("--world-size", type=int, default=int(os.environ.get("WORLD_SIZE", "1")))
-    parser.add_argument("--episodes", help="episodes to encode, e.g. '0-9,12' (default: all; the cache then covers "
-                        "only their samples)")
+    parser.add_argument("--episodes", type=index_list,
+                        help="episodes to encode, e.g. '0-9,12' (default: all; the cache then covers only their "
+                             "samples)")
     parser.add_argument("--limit", type=int, help="stop after this many new files (partial builds, tests)")
     return parser
 
@@ -360,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.dataset, output=args.output, data=data, features=[f for f in args.features.split(",") if f],
             vae_path=args.vae_path, text_encoder_path=args.text_encoder_path, tokenizer_path=args.tokenizer_path,
             rank=args.rank, world_size=args.world_size, video_backend=args.video_backend, device=device,
-            dtype=getattr(torch, args.dtype), episodes=_episodes(args.episodes), limit=args.limit,
+            dtype=getattr(torch, args.dtype), episodes=args.episodes, limit=args.limit,
             video_size=video_size)
         state = "wrote the manifest and _SUCCESS" if result.finalized else "cache not complete yet"
         print(f"rank {args.rank}/{args.world_size}: encoded {len(result.encoded)} sample(s), kept "
