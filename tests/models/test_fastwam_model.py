@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from embodied_core.config.resolve import load_config
-from embodied_core.errors import CheckpointError
+from embodied_core.errors import CheckpointError, DataError
 from embodied_models.fastwam.modeling import build_model
 from tests.support import FIXTURES_DIR
 
@@ -105,6 +105,21 @@ def test_golden_sampling_cached_and_uncached(golden, fixture):
     _, timesteps, deltas = golden.action_schedule(4)
     torch.testing.assert_close(timesteps, expected["debug.sample.timesteps"], **TOL)
     torch.testing.assert_close(deltas, expected["debug.sample.deltas"], **TOL)
+
+
+def test_training_draws_are_keyed_per_sample_not_per_batch_position(golden, fixture):
+    """With dataset indices (training batches), a sample's draws do not depend on the batch it is in."""
+    inputs, _, _ = fixture
+    latents, action = inputs["train.latents"], inputs["train.action"]
+    torch.manual_seed(11)
+    pair = golden.draw_training_noise(latents, action, [5, 9])
+    torch.manual_seed(11)
+    alone = golden.draw_training_noise(latents[1:], action[1:], [9])
+    for name, value in pair.items():
+        assert torch.equal(value[1:], alone[name]), name
+    assert not torch.equal(pair["noise_video"][0], pair["noise_video"][1])
+    with pytest.raises(DataError, match="2 sample indices for a batch of 1"):
+        golden.draw_training_noise(latents[:1], action[:1], [1, 2])
 
 
 def test_masks_of_the_variants():

@@ -86,11 +86,14 @@ def test_golden_samples_and_batch_with_reference_switches(reference):
         for stat, desc in entry.items():
             expected = tensors[desc["safetensors_key"]]
             assert torch.equal(torch.as_tensor(stats[key][stat]).to(expected.dtype), expected), (key, stat)
+    assert all(samples[p]["index"] == p for p in samples)  # our extra field: keys the model's training draws
     problems = [m for item in doc["items"]
-                for m in _mismatches(item["sample"], samples[item["position"]], tensors, f"item {item['position']}")]
+                for m in _mismatches(item["sample"], {k: v for k, v in samples[item["position"]].items()
+                                                      if k != "index"}, tensors, f"item {item['position']}")]
     batch = transforms.collate_fn([samples[p] for p in doc["batch"]["positions"]])
-    assert batch["prompt"] == [samples[p]["prompt"] for p in doc["batch"]["positions"]]  # our extra field
-    model_fields = {k: v for k, v in batch.items() if k != "prompt"}
+    assert batch["prompt"] == [samples[p]["prompt"] for p in doc["batch"]["positions"]]  # our extra fields
+    assert batch["sample_index"] == doc["batch"]["positions"]
+    model_fields = {k: v for k, v in batch.items() if k not in ("prompt", "sample_index")}
     problems += _mismatches(doc["batch"]["value"], model_fields, tensors, "batch")
     assert not problems, "\n".join(problems)
 

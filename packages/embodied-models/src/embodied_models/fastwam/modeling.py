@@ -19,6 +19,7 @@ The VAE is not a sub-module (not in the state dict, not sharded, never trained);
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,15 @@ from embodied_models.fastwam.blocks import DiTBlock, MoTLayer
 from embodied_models.fastwam.config import FastWAMModelConfig
 from embodied_models.fastwam.experts import ActionExpert, VideoExpert
 from embodied_models.fastwam.masks import idm_attention_mask, mot_attention_mask
-from embodied_models.wan.flow import bell_weight, inference_schedule, noise_to, shift_sigma, velocity_target
+from embodied_models.wan.flow import (
+    bell_weight,
+    draw_step_key,
+    inference_schedule,
+    noise_to,
+    sample_generator,
+    shift_sigma,
+    velocity_target,
+)
 from embodied_models.wan.rope import GridRope, rope_split, sequence_grid_ids, video_grid_ids
 
 if TYPE_CHECKING:
@@ -212,9 +221,18 @@ class FastWAMModel(EmbodiedModel):
         return t
 
     # ------------------------------------------------------------------ training
-    def draw_training_noise(self, latents: torch.Tensor, action: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The draws of a step from the torch RNG, in the reference's order (video noise, video u, action noise, action
-        u; variant idm also: the copy's coin, u and noise)."""
+    def draw_training_noise(self, latents: torch.Tensor, action: torch.Tensor,
+                            sample_index: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        """The draws of a step (video noise, video u, action noise, action u; variant idm also: the copy's coin, u
+        and noise).
+
+        With ``sample_index`` (the dataset indices training batches carry), each sample draws from its own
+        generator seeded with (one step key from the torch RNG, its index): a sample's draws depend neither on its
+        rank nor on its batch position, so 2 processes with half the batch each draw what 1 process draws with the
+        whole batch. Without it (golden replays, hand-made batches), the reference's order from the torch RNG.
+        """
+        if sample_index is not None:
+            return self._keyed_draws(latents, action, sample_index)
         b = latents.shape[0]
         noise_video = torch.randn_like(latents)
         u_video = torch.rand(b, device=latents.device, dtype=torch.float32)
@@ -227,13 +245,38 @@ class FastWAMModel(EmbodiedModel):
             draws["noise_cond"] = torch.randn_like(latents)
         return draws
 
+    def _keyed_draws(self, latents: torch.Tensor, action: torch.Tensor, sample_index: Sequence[int]
+                     ) -> dict[str, torch.Tensor]:
+        """Per-sample draws on CPU generators keyed by (step key, dataset index), moved to the model's device."""
+        if len(sample_index) != latents.shape[0]:
+            raise DataError(f"FastWAM batch: {len(sample_index)} sample indices for a batch of {latents.shape[0]}")
+        step_key = draw_step_key()
+        names = ["noise_video", "u_video", "noise_action", "u_action"]
+        if self.config.variant == "idm":
+            names += ["cond_coin", "u_cond", "noise_cond"]
+        per_sample: dict[str, list[torch.Tensor]] = {name: [] for name in names}
+        for index in sample_index:
+            g = sample_generator(step_key, int(index))
+            per_sample["noise_video"].append(torch.randn(latents.shape[1:], generator=g))
+            per_sample["u_video"].append(torch.rand((), generator=g))
+            per_sample["noise_action"].append(torch.randn(action.shape[1:], generator=g))
+            per_sample["u_action"].append(torch.rand((), generator=g))
+            if self.config.variant == "idm":
+                per_sample["cond_coin"].append(torch.rand((), generator=g))
+                per_sample["u_cond"].append(torch.rand((), generator=g))
+                per_sample["noise_cond"].append(torch.randn(latents.shape[1:], generator=g))
+        like = {"noise_video": latents, "noise_action": action, "noise_cond": latents}
+        return {name: torch.stack(values).to(device=latents.device, non_blocking=True,
+                                             dtype=like[name].dtype if name in like else torch.float32)
+                for name, values in per_sample.items()}
+
     def training_outputs(self, batch: dict[str, Any], draws: dict[str, torch.Tensor] | None = None
                          ) -> TrainingOutputs:
         """The training forward with its intermediates (draws from the torch RNG unless given)."""
         cfg = self.config
         x0 = self.latents(batch)
         action = batch["action"].float()
-        draws = draws if draws is not None else self.draw_training_noise(x0, action)
+        draws = draws if draws is not None else self.draw_training_noise(x0, action, batch.get("sample_index"))
         steps = float(cfg.num_train_timesteps)
         t_video = shift_sigma(draws["u_video"].float(), cfg.video_train_shift) * steps
         t_action = shift_sigma(draws["u_action"].float(), cfg.action_train_shift) * steps

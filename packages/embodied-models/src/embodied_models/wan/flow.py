@@ -10,12 +10,23 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import attrs
 import numpy as np
 import torch
 
-__all__ = ["FlowMatchSchedule", "bell_weight", "inference_schedule", "noise_to", "shift_sigma", "sigma_schedule",
-           "velocity_target"]
+__all__ = [
+    "FlowMatchSchedule",
+    "bell_weight",
+    "draw_step_key",
+    "inference_schedule",
+    "noise_to",
+    "sample_generator",
+    "shift_sigma",
+    "sigma_schedule",
+    "velocity_target",
+]
 
 
 def shift_sigma(u: torch.Tensor, shift: float) -> torch.Tensor:
@@ -90,3 +101,16 @@ class FlowMatchSchedule:
     def ids_from_uniform(self, u: torch.Tensor) -> torch.Tensor:
         """Schedule ids ``clamp(int(u * num_steps), 0, num_steps - 1)`` for uniform draws u."""
         return (u * self.num_steps).clamp(0, self.num_steps - 1).to(torch.int64)
+
+
+def draw_step_key() -> int:
+    """One 62-bit key per training forward from torch's default CPU RNG (which the trainer seeds alike on every
+    rank unless ``--set-seed-by-rank``, and checkpoints)."""
+    return int(torch.randint(0, 2**62, (1,)).item())
+
+
+def sample_generator(step_key: int, sample_key: int) -> torch.Generator:
+    """A CPU generator for one sample of one forward, seeded from (step key, the sample's dataset index) by a hash,
+    so a sample's draws depend neither on its rank nor on its batch position."""
+    digest = hashlib.blake2b(f"{step_key}:{sample_key}".encode(), digest_size=8).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest, "little") & ((1 << 63) - 1))

@@ -11,7 +11,8 @@ Fields (a :class:`~embodied_core.model_api.TensorBatch`, names/dtypes/shapes of 
 - ``proprio`` float32 [B, H, D]: the current state repeated over the horizon (H = ``data.action_horizon`` for
   inference observations);
 - ``image_is_pad`` bool [B, F]: the samples' masks (all-False with ``data.image_pad_mode=always_false``);
-- extra: ``prompt`` (list of str).
+- extra: ``prompt`` (list of str) and, for dataset samples, ``sample_index`` (list of int: their dataset
+  indices, which key the model's training draws).
 
 A prompt without a cache entry (or an unset ``data.text_cache_dir``) is a DataError naming it and the command that
 makes it; ``data.missing_text_cache=zeros`` / ``data.context_mask_mode=all_true`` reproduce LoongForge.
@@ -106,4 +107,6 @@ class FastWAMCollator:
         else:
             batch["image_is_pad"] = torch.zeros(video.shape[0], video.shape[2], dtype=torch.bool)
         batch["prompt"] = prompts
+        if all("index" in s for s in samples):
+            batch["sample_index"] = [int(s["index"]) for s in samples]
         return batch

@@ -156,6 +156,8 @@ class FastWAMSampleTransform:
             out["action"] = self._action(sample[cfg.action_key])
         out["proprio"] = self.state_norm(state)[None]
         out["prompt"] = format_prompt(sample.get("task", ""))
+        if sample.get("index") is not None:  # training samples: keys the model's per-sample draws
+            out["index"] = int(sample["index"])
         pad_key = f"{cfg.action_key}_is_pad"
         if "action" in out and sample.get(pad_key) is not None:
             out["action_is_pad"] = torch.as_tensor(sample[pad_key]).bool()
