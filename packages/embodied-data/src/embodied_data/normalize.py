@@ -19,7 +19,8 @@ import attrs
 import numpy as np
 import torch
 
-__all__ = ["NORM_MODES", "FeatureNormalizer", "Normalizer", "quantile_normalize", "quantile_unnormalize"]
+__all__ = ["NORM_MODES", "FeatureNormalizer", "Normalizer", "quantile_normalize", "quantile_unnormalize",
+           "state_action_normalizer"]
 
 NormMode = Literal["quantile", "mean_std", "min_max", "identity"]
 NORM_MODES: tuple[str, ...] = ("quantile", "mean_std", "min_max", "identity")
@@ -126,3 +127,37 @@ class Normalizer:
             if key in out:
                 out[key] = feature.unnormalize(torch.as_tensor(out[key]))
         return out
+
+
+def state_action_normalizer(mode: str, stats: Mapping[str, Mapping[str, Any]] | None, *, state_key: str,
+                            action_key: str, raw_hint: str = "") -> Normalizer | None:
+    """A model's state/action normalizer for its ``data.normalization`` (``"none"``: None), with errors that name the
+    setting to change.
+
+    Args:
+        mode: ``data.normalization`` (a mode of :data:`NORM_MODES`, or ``"none"``).
+        stats: the dataset statistics core resolved (None when the run has none).
+        state_key, action_key: ``data.state_key`` / ``data.action_key``.
+        raw_hint: appended to the "set data.normalization=none" advice (e.g. " (X-VLA's default)").
+
+    Raises:
+        DataError: no statistics, no statistics for a key, or statistics that lack what ``mode`` needs.
+    """
+    from embodied_core.errors import DataError
+
+    if mode == "none":
+        return None
+    keys = (state_key, action_key)
+    if stats is None:
+        raise DataError(f"data.normalization={mode} needs the dataset statistics of "
+                        f"{' and '.join(map(repr, keys))}, but none were given; set data.normalization=none to "
+                        f"train on raw values{raw_hint}")
+    absent = [key for key in keys if key not in stats]
+    if absent:
+        raise DataError(f"data.normalization={mode}: the dataset statistics have no "
+                        f"{' or '.join(map(repr, absent))} (they cover {', '.join(sorted(stats)) or 'nothing'}); "
+                        "set data.state_key / data.action_key to the dataset's names")
+    try:
+        return Normalizer(stats, dict.fromkeys(keys, mode))
+    except ValueError as exc:
+        raise DataError(f"data.normalization={mode}: {exc}") from None

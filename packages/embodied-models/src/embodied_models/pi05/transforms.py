@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from embodied_core.errors import DataError
 from embodied_core.model_api import Transforms
+from embodied_data.normalize import state_action_normalizer
 from embodied_models.images import as_uint8_image
 from embodied_models.pi05.batch import Pi05PreparedBatch
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
@@ -174,28 +175,6 @@ def collate_pi05(samples: Sequence[Mapping[str, Any]]) -> Pi05PreparedBatch:
     )
 
 
-def _normalizer(data_config: Pi05DataConfig, stats: Stats | None) -> Normalizer | None:
-    """The state/action normalizer of ``data.normalization`` from the dataset statistics core resolved."""
-    if data_config.normalization == "none":
-        return None
-    from embodied_data.normalize import Normalizer
-
-    keys = (data_config.state_key, data_config.action_key)
-    if stats is None:
-        raise DataError(f"data.normalization={data_config.normalization} needs the dataset statistics of "
-                        f"{' and '.join(map(repr, keys))}, but none were given; set data.normalization=none to "
-                        "train on raw values")
-    absent = [key for key in keys if key not in stats]
-    if absent:
-        raise DataError(f"data.normalization={data_config.normalization}: the dataset statistics have no "
-                        f"{' or '.join(map(repr, absent))} (they cover {', '.join(sorted(stats)) or 'nothing'}); "
-                        "set data.state_key / data.action_key to the dataset's names")
-    try:
-        return Normalizer(stats, dict.fromkeys(keys, data_config.normalization))
-    except ValueError as exc:
-        raise DataError(f"data.normalization={data_config.normalization}: {exc}") from None
-
-
 def make_transforms(model_config: Pi05ModelConfig, data_config: Pi05DataConfig, *,
                     stats: Stats | None) -> Transforms:
     """Transforms of the pi05 plugins (``ModelSpec.transforms``; see :class:`embodied_core.protocols.MakeTransforms`).
@@ -205,7 +184,8 @@ def make_transforms(model_config: Pi05ModelConfig, data_config: Pi05DataConfig, 
     tokenizer comes from ``data.tokenizer_path`` or ``--tokenizer-path`` (environment TOKENIZER_PATH);
     ``model.tokenizer=tiny`` uses the built-in tokenizer when neither is set.
     """
-    normalizer = _normalizer(data_config, stats)
+    normalizer = state_action_normalizer(data_config.normalization, stats, state_key=data_config.state_key,
+                                         action_key=data_config.action_key)
     tokenizer = load_tokenizer(model_config.tokenizer, data_config.resolved_tokenizer_path(),
                                vocab_size=model_config.vocab_size)
     transform = Pi05SampleTransform(model_config, data_config, tokenizer, normalizer)
