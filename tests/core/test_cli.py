@@ -82,12 +82,12 @@ def test_runtime_failure_exits_1(tmp_path: Path) -> None:
 def test_plugins_lists_without_importing(tmp_path: Path) -> None:
     result = run_embodied("plugins", timeout=60)
     assert result.returncode == 0
-    rows = [line.split() for line in result.stdout.splitlines()[1:]]
+    rows = [line.split() for line in result.stdout.splitlines()[2:]]  # after the version line and the header
     assert ["embodied.models", "tiny_flow_policy", "embodied-plugin-template", "0.1.0",
             "embodied_plugin_template.spec:TINY_FLOW_POLICY"] in rows  # each entry's module:attr is shown
     assert ["embodied.optimizers", "AdamW", "embodied-core", "0.1.0", "embodied_core.plugins:ADAMW"] in rows
     only = run_embodied("plugins", "--group", "optimizers", timeout=60)
-    assert {line.split()[0] for line in only.stdout.splitlines()[1:]} == {"embodied.optimizers"}
+    assert {line.split()[0] for line in only.stdout.splitlines()[2:]} == {"embodied.optimizers"}
 
 
 def test_dataset_problems_exit_2_before_the_model_is_built(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from embodied_core.errors import ConfigError, EmbodiedError, UsageError
 
 if TYPE_CHECKING:
+    from embodied_core.api_version import PLUGIN_API_VERSION
     from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
     from embodied_core.config.resolve import load_config
     from embodied_core.config.run_config import RunConfig
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "PLUGIN_API_VERSION",
     "BaseDataConfig",
     "BaseModelConfig",
     "ConfigError",
@@ -49,6 +51,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "PLUGIN_API_VERSION": "embodied_core.api_version",
     "hookimpl": "embodied_core.hooks",
     "register": "embodied_core.registry",
     "BaseDataConfig": "embodied_core.config.model_config",

@@ -15,6 +15,7 @@ __all__ = [
     "ConfigError",
     "DataError",
     "EmbodiedError",
+    "IncompatiblePluginError",
     "NotSupportedYetError",
     "ObservationError",
     "PluginError",
@@ -63,6 +64,10 @@ class ObservationError(UsageError):
 
 class PluginError(UsageError):
     """A plugin could not be found or is declared twice."""
+
+
+class IncompatiblePluginError(PluginError):
+    """A selected plugin requires a plugin-API version (``PluginSpec.requires_api``) this core does not provide."""
 
 
 class UnknownPluginError(PluginError):

@@ -1,7 +1,9 @@
 """``embodied plugins [--group G] [--check]``: what is installed.
 
+The first line names embodied-core's version and its plugin API version (``embodied_core.PLUGIN_API_VERSION``).
 The listing reads entry-point metadata only (no plugin is imported); ``--check`` then loads every entry the
-way a run would (the spec, and its factory; a hook's module) and marks the ones that fail.
+way a run would (the spec, and its factory; a hook's module) and marks the ones that fail, the ones whose
+``requires_api`` this core does not satisfy, and the ones that rely on deprecated module paths.
 """
 
 from __future__ import annotations
@@ -10,15 +12,24 @@ import argparse
 from collections.abc import Sequence
 
 from embodied_core import registry
-from embodied_core.errors import EmbodiedError
+from embodied_core.api_version import api_version_string
+from embodied_core.errors import EmbodiedError, IncompatiblePluginError
 from embodied_core.registry import PluginEntry
 from embodied_core.registry.groups import ALL_GROUPS, HOOKS
 
-__all__ = ["check_entry", "main"]
+__all__ = ["check_entry", "main", "version_line"]
+
+
+def version_line() -> str:
+    """``embodied-core 0.2.0, plugin API 1.1``."""
+    from embodied_core import __version__
+
+    return f"embodied-core {__version__}, plugin API {api_version_string()}"
 
 
 def check_entry(entry: PluginEntry) -> str:
-    """``"ok"``, ``"missing: pkg"`` (a package the spec ``requires``) or ``"FAILED: <error>"``."""
+    """``"ok"``, ``"missing: pkg"`` (a package the spec ``requires``), ``"INCOMPATIBLE: <requirement>"`` (its
+    ``requires_api``) or ``"FAILED: <error>"``."""
     try:
         if entry.group == HOOKS:
             registry.load_object(entry)
@@ -28,6 +39,8 @@ def check_entry(entry: PluginEntry) -> str:
         if missing:
             return f"missing: {', '.join(missing)}" + (f" ({spec.install_hint})" if spec.install_hint else "")
         registry.load_factory(entry.group, entry.name)
+    except IncompatiblePluginError as exc:
+        return f"INCOMPATIBLE: {exc}"
     except EmbodiedError as exc:
         cause = exc.__cause__
         return f"FAILED: {type(cause).__name__}: {cause}" if cause is not None else f"FAILED: {exc}"
@@ -64,10 +77,11 @@ def main(argv: Sequence[str]) -> int:
     def run() -> int:
         selected = [registry.normalize_group(args.group)] if args.group else list(ALL_GROUPS)
         rows = _rows(selected, check=args.check)
+        print(version_line())
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-        failed = [row for row in rows[1:] if args.check and row[-1].startswith("FAILED")]
+        failed = [row for row in rows[1:] if args.check and row[-1].startswith(("FAILED", "INCOMPATIBLE"))]
         return 1 if failed else 0
 
     return run_guarded("embodied plugins", run)

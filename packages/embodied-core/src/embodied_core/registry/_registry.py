@@ -5,7 +5,14 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from embodied_core.errors import PluginError, PluginLoadError, UnknownPluginError, did_you_mean
+from embodied_core.api_version import api_version_string, satisfies_requires_api
+from embodied_core.errors import (
+    IncompatiblePluginError,
+    PluginError,
+    PluginLoadError,
+    UnknownPluginError,
+    did_you_mean,
+)
 from embodied_core.registry._discovery import PluginEntry, discover
 from embodied_core.registry._first_party import install_hint
 from embodied_core.registry._paths import ObjectPath
@@ -74,7 +81,22 @@ def get_spec(group: str, name: str, *, flag: str | None = None) -> PluginSpec:
     if spec.name != name:
         raise PluginLoadError(f"plugin {name!r} ({group}) from {entry.distribution!r}: its spec is named "
                               f"{spec.name!r}; the entry-point name and spec name must agree")
+    check_requires_api(entry, spec)
     return spec
+
+
+def check_requires_api(entry: PluginEntry, spec: PluginSpec) -> None:
+    """Raises an IncompatiblePluginError when this core's plugin API does not satisfy ``spec.requires_api``."""
+    if spec.requires_api is None or satisfies_requires_api(spec.requires_api):
+        return
+    from embodied_core import __version__
+
+    api = api_version_string()
+    raise IncompatiblePluginError(
+        f"plugin {entry.name!r} ({entry.group}) from distribution {entry.distribution!r} {entry.version} requires "
+        f"plugin API {spec.requires_api!r} (its spec's requires_api), but embodied-core {__version__} provides "
+        f"plugin API {api}; install a version of {entry.distribution} that supports API {api}, or an embodied-core "
+        f"whose plugin API satisfies {spec.requires_api!r}")
 
 
 def load_factory(group: str, name: str, *, flag: str | None = None, options: Any = None) -> Any:

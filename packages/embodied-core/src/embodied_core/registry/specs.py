@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from embodied_core.api_version import parse_requires_api
 from embodied_core.registry._paths import ObjectPath, import_object
 
 __all__ = ["DatasetFormatSpec", "ModelSpec", "PluginSpec", "import_object"]
@@ -32,6 +33,15 @@ def _object_paths(instance: Any, attribute: attrs.Attribute, value: tuple[str, .
                          f"got the single string {value!r} (write ({value!r},))")
     for item in value:
         _object_path(instance, attribute, item)
+
+
+def _requires_api(instance: Any, attribute: attrs.Attribute, value: str | None) -> None:
+    if value is None:
+        return
+    try:
+        parse_requires_api(value)
+    except ValueError as exc:
+        raise ValueError(f"{type(instance).__name__}.{attribute.name}: {exc}") from None
 
 
 def _options_class(instance: Any, attribute: attrs.Attribute, value: type | None) -> None:
@@ -58,6 +68,10 @@ class PluginSpec:
             fields. Their values live in the run's ``plugins.<name>`` section (YAML, ``plugins.<name>.x=1``
             dotlist, ``--plugins.<name>.x`` flags), are shown in ``--help`` and validated like model fields,
             and the factory receives the structured instance as the keyword argument ``options``.
+        requires_api: the plugin-API versions the plugin works with, a PEP 440 specifier over
+            ``embodied_core.PLUGIN_API_VERSION`` (``">=1.0,<2"``); None: any. Selecting a plugin whose requirement
+            this core does not satisfy is a PluginError naming the plugin, its distribution, the requirement and
+            core's API version (``embodied plugins --check`` lists it as a problem).
     """
 
     name: str
@@ -67,6 +81,7 @@ class PluginSpec:
     install_hint: str = ""
     checks: tuple[str, ...] = attrs.field(default=(), validator=_object_paths)
     options: type | None = attrs.field(default=None, validator=_options_class)
+    requires_api: str | None = attrs.field(default=None, validator=_requires_api)
 
     def missing_requirements(self) -> list[str]:
         """Names of ``requires`` modules that are not importable (found without importing them)."""
