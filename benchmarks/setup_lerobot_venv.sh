@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Side venv .venv-lerobot with lerobot 0.6.1, for the side-by-side benchmarks only (benchmarks/dataloader.py
-# --lerobot, benchmarks/pi05_vs_lerobot.py, benchmarks/gpu_acceptance.sh). Not used by CI or the tests.
+# Side venv .venv-lerobot with lerobot 0.6.1 (with what its smolvla and metaworld extras add), for the side-by-side
+# benchmarks (benchmarks/dataloader.py --lerobot, benchmarks/pi05_vs_lerobot.py, benchmarks/metaworld.py,
+# benchmarks/gpu_acceptance.sh) and the tests that check lerobot reads our datasets (tests/data/test_lerobot_reads.py).
+# scripts/setup.sh runs it; safe to run again.
 #
 # lerobot 0.6.1 declares Requires-Python >= 3.12 and pins torch < 2.12. Its Python-3.12-only syntax is confined to
 # a handful of module-level declarations (PEP 695 `type X = ...` aliases and `class C[T]` / `def f[T]` generics),
@@ -39,7 +41,11 @@ TORCHCODEC_VERSION="$("$ROOT/.venv/bin/python" -c 'import importlib.metadata as 
   "datasets>=4.8,<5" "pandas>=2,<3" "pyarrow>=21" "jsonlines>=4" "av>=15,<16" \
   "transformers>=5.4,<5.6" "scipy>=1.14" "numpy>=2,<2.3" "draccus>=0.11.6,<0.12" "huggingface-hub>=1.6,<2" \
   "einops>=0.8" "safetensors>=0.4.3" "gymnasium>=1.1.1" "termcolor>=2.4" "tqdm>=4.66" "packaging>=24.2" \
-  "Pillow>=10" "opencv-python-headless>=4.9" "requests>=2.32" "psutil"
+  "Pillow>=10" "opencv-python-headless>=4.9" "requests>=2.32" "psutil" \
+  "accelerate>=1.14,<2" "num2words>=0.5.14,<0.6" "metaworld==3.0.0" "mujoco==3.3.0"
+# Above: accelerate (lerobot-train's loop) and num2words (SmolVLM's processor) are lerobot's smolvla/training extras;
+# metaworld 3.0.0 is what its metaworld extra pins, with mujoco 3.3.0 (the frames depend on the mujoco version; the
+# golden fixtures/metaworld_lerobot was recorded with it).
 
 "$VENV/bin/python" - <<'PY'
 import importlib.util
@@ -97,6 +103,8 @@ PY
 import lerobot, torch
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 from lerobot.policies.pi05.modeling_pi05 import PI05Pytorch
+from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
+import lerobot.envs.metaworld, lerobot.scripts.lerobot_train
 print(f'{__import__(\"sys\").argv[0] or \"venv\"}: lerobot', __import__('importlib.metadata').metadata.version('lerobot'),
       'torch', torch.__version__)"
 echo "lerobot side venv ready: $VENV"

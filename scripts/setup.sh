@@ -2,7 +2,7 @@
 # Sets up everything on a fresh machine (Python 3.11, root, apt and PyPI reachable): Debian's FFmpeg
 # (for torchcodec and PyAV), .venv with torch 2.13.0 (CPU build), the embodied packages and the
 # plugin template in editable mode, the dev tools, the simulators embodied eval's tests use (gym-pusht,
-# gym-aloha), and .venv-openpi-client with openpi's client. Safe to run again.
+# gym-aloha), .venv-openpi-client with openpi's client and .venv-lerobot with lerobot 0.6.1. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,4 +42,7 @@ if [ ! -x .venv-openpi-client/bin/python ]; then
 fi
 .venv-openpi-client/bin/python -m pip install -q --disable-pip-version-check "openpi-client==0.1.2" \
     "typing_extensions>=4"
+# lerobot 0.6.1 (smolvla + metaworld) in .venv-lerobot, next to our torch: the tests that check lerobot reads our
+# datasets and the MetaWorld side-by-side benchmark run it (about 4 minutes on a fresh machine).
+bash benchmarks/setup_lerobot_venv.sh >/dev/null
 .venv/bin/embodied plugins >/dev/null
