@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from _det_model import NAME, SPEC  # next to this script (on sys.path); per-sample noise: parity is well defined
 
 from embodied_core import registry
 from embodied_core.trainer.api import Trainer
-from tests.dist._det_model import NAME, SPEC  # per-sample noise: parity is well defined (PYTHONPATH=repo)
 
 PARITY = {"model_name": NAME, "dataset_format": "dummy_datasets", "num_samples": 512, "dtype": "float32",
           "num_workers": 0, "train_iters": 10, "lr_base": 1e-3, "lr_warmup_iters": 2, "lr_decay_iters": 10,

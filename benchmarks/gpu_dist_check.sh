@@ -13,7 +13,6 @@ mkdir -p "$OUT"
 GPUS=$("$PY" -c "import torch; print(torch.cuda.device_count())")
 if [ "$GPUS" -lt 1 ]; then echo "no CUDA device visible" >&2; exit 1; fi
 NPROC=$(( GPUS >= 4 ? 4 : GPUS ))
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 echo "== $GPUS GPU(s); $NPROC process(es); output in $OUT"
 timeout 200 "$PY" benchmarks/gpu_dist_check.py --phase reference --out "$OUT" > "$OUT/reference.log" 2>&1
 timeout 360 "$PY" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" \
