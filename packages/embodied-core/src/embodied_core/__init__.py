@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from embodied_core import deprecation as _deprecation
 from embodied_core.errors import ConfigError, EmbodiedError, UsageError
+
+_deprecation.install()  # old module paths (embodied_core.strategies, ...) keep importing, with a FutureWarning
 
 if TYPE_CHECKING:
     from embodied_core.api_version import PLUGIN_API_VERSION

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import embodied_core as _embodied_core  # noqa: F401  # first: its finder keeps deprecated embodied_eval paths working
+
 if TYPE_CHECKING:
     from embodied_eval.client import RemotePolicy
     from embodied_eval.closed_loop import EvalReport, evaluate

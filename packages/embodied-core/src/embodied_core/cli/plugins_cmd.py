@@ -13,8 +13,10 @@ from collections.abc import Sequence
 
 from embodied_core import registry
 from embodied_core.api_version import api_version_string
+from embodied_core.deprecation import moved_to, recorded_uses
 from embodied_core.errors import EmbodiedError, IncompatiblePluginError
-from embodied_core.registry import PluginEntry
+from embodied_core.registry import PluginEntry, PluginSpec
+from embodied_core.registry._deprecated_uses import format_uses, static_uses
 from embodied_core.registry.groups import ALL_GROUPS, HOOKS
 
 __all__ = ["check_entry", "main", "version_line"]
@@ -27,24 +29,39 @@ def version_line() -> str:
     return f"embodied-core {__version__}, plugin API {api_version_string()}"
 
 
-def check_entry(entry: PluginEntry) -> str:
-    """``"ok"``, ``"missing: pkg"`` (a package the spec ``requires``), ``"INCOMPATIBLE: <requirement>"`` (its
-    ``requires_api``) or ``"FAILED: <error>"``."""
+def _load_status(entry: PluginEntry) -> tuple[str, PluginSpec | None]:
+    """The load status (see :func:`check_entry`) and the spec, when it loaded."""
+    spec = None
     try:
         if entry.group == HOOKS:
             registry.load_object(entry)
-            return "ok"
+            return "ok", None
         spec = registry.get_spec(entry.group, entry.name)
         missing = spec.missing_requirements()
         if missing:
-            return f"missing: {', '.join(missing)}" + (f" ({spec.install_hint})" if spec.install_hint else "")
+            return f"missing: {', '.join(missing)}" + (f" ({spec.install_hint})" if spec.install_hint else ""), spec
         registry.load_factory(entry.group, entry.name)
     except IncompatiblePluginError as exc:
-        return f"INCOMPATIBLE: {exc}"
+        return f"INCOMPATIBLE: {exc}", spec
     except EmbodiedError as exc:
         cause = exc.__cause__
-        return f"FAILED: {type(cause).__name__}: {cause}" if cause is not None else f"FAILED: {exc}"
-    return "ok"
+        return (f"FAILED: {type(cause).__name__}: {cause}" if cause is not None else f"FAILED: {exc}"), spec
+    return "ok", spec
+
+
+def check_entry(entry: PluginEntry) -> str:
+    """``"ok"``, ``"missing: pkg"`` (a package the spec ``requires``), ``"INCOMPATIBLE: <requirement>"`` (its
+    ``requires_api``) or ``"FAILED: <error>"``; then ``"; deprecated: old -> new (where)"`` for each deprecated
+    module path the plugin declares, imports in the modules it declares, or imported while it was loaded."""
+    before = len(recorded_uses())
+    status, spec = _load_status(entry)
+    uses = static_uses(entry, spec)
+    for use in recorded_uses()[before:]:
+        move = moved_to(use.old)
+        if move is not None:
+            uses.append((move, f"imported by {use.importer}"))
+    note = format_uses(uses)
+    return f"{status}; {note}" if note else status
 
 
 def _rows(groups_: Sequence[str], *, check: bool) -> list[tuple[str, ...]]:
@@ -71,7 +88,8 @@ def main(argv: Sequence[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--group", help="only this group (e.g. models or embodied.models)")
     parser.add_argument("--check", action="store_true",
-                        help="import every listed plugin (spec and factory) and mark the ones that fail to load")
+                        help="import every listed plugin (spec and factory) and mark the ones that fail to load, "
+                             "require another plugin API (INCOMPATIBLE) or use deprecated module paths")
     args = parser.parse_args(argv)
 
     def run() -> int:
