@@ -6,20 +6,17 @@ from typing import Any
 
 from embodied_models.groot_n1_7.config import GrootDataConfig, GrootModelConfig
 from embodied_models.groot_n1_7.embodiments import EMBODIMENT_SLOTS
+from embodied_models.vla.checks import tokenizer_folder_missing, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
 
 
 def size_problems(model: GrootModelConfig, data: GrootDataConfig) -> list[str]:
     """Messages for model/data size combinations GR00T N1.7 cannot run (empty when fine)."""
-    problems = []
-    if data.state_dim is not None and data.state_dim > model.max_state_dim:
-        problems.append(f"data.state_dim {data.state_dim} exceeds model.max_state_dim {model.max_state_dim}; "
-                        f"set model.max_state_dim={data.state_dim} (a new state encoder, not loadable from a "
-                        f"{model.max_state_dim}-dim checkpoint)")
-    if data.action_dim is not None and data.action_dim > model.max_action_dim:
-        problems.append(f"data.action_dim {data.action_dim} exceeds model.max_action_dim {model.max_action_dim}; "
-                        f"set model.max_action_dim={data.action_dim}")
+    problems = width_problems("state", data.state_dim, model.max_state_dim,
+                              consequence=f" (a new state encoder, not loadable from a {model.max_state_dim}-dim "
+                              "checkpoint)")
+    problems += width_problems("action", data.action_dim, model.max_action_dim)
     if data.action_horizon > model.action_horizon:
         problems.append(f"data.action_horizon {data.action_horizon} exceeds model.action_horizon "
                         f"{model.action_horizon} (the head denoises at most that many steps)")
@@ -40,8 +37,7 @@ def check_run_config(config: Any) -> list[str]:
     if not isinstance(model, GrootModelConfig) or not isinstance(data, GrootDataConfig):
         return []
     problems = size_problems(model, data)
-    if model.processor == "qwen3_vl" and not (data.tokenizer_path or config.training.tokenizer_path
-                                              or data.resolved_tokenizer_path()):
+    if model.processor == "qwen3_vl" and tokenizer_folder_missing(config):
         problems.append("GR00T N1.7 builds its prompt and image tokens with the Qwen3-VL processor: pass "
                         "--tokenizer-path DIR (a local Cosmos-Reason2-2B / Qwen3-VL folder with the tokenizer, chat "
                         "template and preprocessor_config.json) or data.tokenizer_path=DIR; model.processor=tiny uses "

@@ -9,7 +9,6 @@ language layers of width 2048, of which GR00T keeps the first ``select_layer`` =
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 import attrs
@@ -17,6 +16,7 @@ import attrs
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.validators import non_negative, positive, probability
 from embodied_models.groot_n1_7.embodiments import EMBODIMENT_SLOTS, NEW_EMBODIMENT, unknown_tag_message
+from embodied_models.vla.fields import LocalTokenizerPath
 
 __all__ = ["GrootDataConfig", "GrootModelConfig"]
 
@@ -177,7 +177,7 @@ class GrootModelConfig(BaseModelConfig):
 
 
 @attrs.define(kw_only=True)
-class GrootDataConfig(BaseDataConfig):
+class GrootDataConfig(LocalTokenizerPath, BaseDataConfig):
     """What GR00T N1.7 asks of the data (official N1.7 processor defaults: 256 px views, percentile min-max
     normalization clipped to [-1, 1], lower-cased task text without punctuation).
 
@@ -214,10 +214,6 @@ class GrootDataConfig(BaseDataConfig):
     tokenizer_path: str | None = None
     """Local Qwen3-VL processor folder (tokenizer, chat template, preprocessor_config.json); falls back to
     --tokenizer-path (env TOKENIZER_PATH)."""
-
-    def resolved_tokenizer_path(self) -> str | None:
-        """data.tokenizer_path, else the TOKENIZER_PATH environment variable (set from --tokenizer-path)."""
-        return self.tokenizer_path or os.environ.get("TOKENIZER_PATH") or None
 
     @property
     def resize_edge(self) -> int:

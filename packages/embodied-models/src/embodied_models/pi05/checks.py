@@ -5,20 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
+from embodied_models.vla.checks import tokenizer_folder_missing, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
 
 
 def size_problems(model: Pi05ModelConfig, data: Pi05DataConfig) -> list[str]:
     """Messages for model/data size combinations pi0.5 cannot run (empty when fine)."""
-    problems = []
-    if data.action_dim is not None and data.action_dim > model.max_action_dim:
-        problems.append(f"data.action_dim {data.action_dim} exceeds model.max_action_dim {model.max_action_dim}; "
-                        f"set model.max_action_dim={data.action_dim} (a new action projection, not loadable from "
-                        "a 32-dim checkpoint)")
-    if data.state_dim is not None and data.state_dim > model.max_state_dim:
-        problems.append(f"data.state_dim {data.state_dim} exceeds model.max_state_dim {model.max_state_dim}; "
-                        f"set model.max_state_dim={data.state_dim}")
+    problems = width_problems("action", data.action_dim, model.max_action_dim,
+                              consequence=" (a new action projection, not loadable from a 32-dim checkpoint)")
+    problems += width_problems("state", data.state_dim, model.max_state_dim)
     if data.image_size[0] % model.vision_patch_size:
         problems.append(f"data.image_size {tuple(data.image_size)} is not a multiple of model.vision_patch_size "
                         f"{model.vision_patch_size}")
@@ -39,8 +35,7 @@ def check_run_config(config: Any) -> list[str]:
     if not isinstance(model, Pi05ModelConfig) or not isinstance(data, Pi05DataConfig):
         return []
     problems = size_problems(model, data)
-    if model.tokenizer == "paligemma" and not (data.tokenizer_path or config.training.tokenizer_path
-                                                or data.resolved_tokenizer_path()):
+    if model.tokenizer == "paligemma" and tokenizer_folder_missing(config):
         problems.append("pi0.5 tokenizes its prompt with the PaliGemma tokenizer: pass --tokenizer-path DIR (a local "
                         "Hugging Face tokenizer directory) or data.tokenizer_path=DIR; model.tokenizer=tiny uses the "
                         "built-in tiny tokenizer instead")

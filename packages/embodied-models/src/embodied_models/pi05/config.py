@@ -7,13 +7,14 @@ Gemma-300M shape), see openpi ``models/pi0_config.py`` / ``models/gemma.py`` and
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 import attrs
 
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.validators import positive
+from embodied_models.vla.checks import builtin_vocab_problems
+from embodied_models.vla.fields import FlowTimeFields, LocalTokenizerPath, place_after
 
 __all__ = ["MAX_CAMERAS", "Pi05DataConfig", "Pi05ModelConfig"]
 
@@ -22,8 +23,8 @@ MAX_CAMERAS = 3
 
 
 
-@attrs.define(kw_only=True)
-class Pi05ModelConfig(BaseModelConfig):
+@attrs.define(kw_only=True, field_transformer=place_after("num_inference_steps", FlowTimeFields))
+class Pi05ModelConfig(FlowTimeFields, BaseModelConfig):
     """pi0.5 network sizes and flow-matching constants. Defaults are the official checkpoint's."""
 
     # --- VLM (PaliGemma's Gemma) ---
@@ -74,18 +75,6 @@ class Pi05ModelConfig(BaseModelConfig):
     # --- flow matching ---
     num_inference_steps: int = attrs.field(default=10, validator=positive)
     """Euler steps of sample_actions (t from 1 to 0)."""
-    min_period: float = attrs.field(default=4e-3, validator=positive)
-    """Shortest period of the sin-cos time embedding."""
-    max_period: float = attrs.field(default=4.0, validator=positive)
-    """Longest period of the sin-cos time embedding."""
-    time_beta_alpha: float = attrs.field(default=1.5, validator=positive)
-    """Training time t ~ Beta(alpha, beta) * scale + offset."""
-    time_beta_beta: float = attrs.field(default=1.0, validator=positive)
-    """See time_beta_alpha."""
-    time_scale: float = attrs.field(default=0.999, validator=positive)
-    """See time_beta_alpha."""
-    time_offset: float = attrs.field(default=0.001, validator=positive)
-    """See time_beta_alpha."""
     # --- execution ---
     attn_implementation: Literal["eager", "sdpa"] = "sdpa"
     """Attention kernel: eager (the reference's op order) or torch SDPA (faster); both within 2e-6 of lerobot."""
@@ -101,21 +90,17 @@ class Pi05ModelConfig(BaseModelConfig):
 
     def validate(self) -> list[str]:
         """Cross-field rules."""
-        problems = []
-        if self.time_scale + self.time_offset > 1.0 + 1e-9:
-            problems.append(f"model.time_scale + model.time_offset must be <= 1 (got {self.time_scale} + "
-                            f"{self.time_offset}): t = 1 is pure noise")
+        problems = self.flow_time_problems()
         if self.tokenizer == "tiny":
             from embodied_models.pi05.tokenizer import TINY_VOCAB_SIZE
 
-            if self.vocab_size < TINY_VOCAB_SIZE:
-                problems.append(f"model.vocab_size {self.vocab_size} is smaller than the tiny tokenizer's "
-                                f"{TINY_VOCAB_SIZE} ids; raise it or use model.tokenizer=paligemma")
+            problems += builtin_vocab_problems(self.vocab_size, TINY_VOCAB_SIZE, builtin="tiny tokenizer",
+                                               alternative="model.tokenizer=paligemma")
         return problems
 
 
 @attrs.define(kw_only=True)
-class Pi05DataConfig(BaseDataConfig):
+class Pi05DataConfig(LocalTokenizerPath, BaseDataConfig):
     """What pi0.5 asks of the data (official defaults: 224 px, horizon 50).
 
     ``camera_keys`` fill the model's image slots in order; slots beyond them, and cameras a sample lacks,
@@ -139,10 +124,6 @@ class Pi05DataConfig(BaseDataConfig):
     """State/action normalization from dataset stats: quantile maps q01..q99 to -1..1 (pi0.5)."""
     tokenizer_path: str | None = None
     """Local Hugging Face tokenizer directory; falls back to --tokenizer-path (env TOKENIZER_PATH)."""
-
-    def resolved_tokenizer_path(self) -> str | None:
-        """data.tokenizer_path, else the TOKENIZER_PATH environment variable (set from --tokenizer-path)."""
-        return self.tokenizer_path or os.environ.get("TOKENIZER_PATH") or None
 
     def validate(self) -> list[str]:
         """Cross-field rules."""

@@ -5,20 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig
+from embodied_models.vla.checks import tokenizer_folder_missing, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
 
 
 def size_problems(model: SmolVLAModelConfig, data: SmolVLADataConfig) -> list[str]:
     """Messages for model/data size combinations SmolVLA cannot run (empty when fine)."""
-    problems = []
-    if data.action_dim is not None and data.action_dim > model.max_action_dim:
-        problems.append(f"data.action_dim {data.action_dim} exceeds model.max_action_dim {model.max_action_dim}; "
-                        f"set model.max_action_dim={data.action_dim} (a new action projection, not loadable from "
-                        "a 32-dim checkpoint)")
-    if data.state_dim is not None and data.state_dim > model.max_state_dim:
-        problems.append(f"data.state_dim {data.state_dim} exceeds model.max_state_dim {model.max_state_dim}; "
-                        f"set model.max_state_dim={data.state_dim}")
+    problems = width_problems("action", data.action_dim, model.max_action_dim,
+                              consequence=" (a new action projection, not loadable from a 32-dim checkpoint)")
+    problems += width_problems("state", data.state_dim, model.max_state_dim)
     side = data.image_size[0]
     if side % model.vision_patch_size:
         problems.append(f"data.image_size {tuple(data.image_size)} is not a multiple of model.vision_patch_size "
@@ -35,8 +31,7 @@ def check_run_config(config: Any) -> list[str]:
     if not isinstance(model, SmolVLAModelConfig) or not isinstance(data, SmolVLADataConfig):
         return []
     problems = size_problems(model, data)
-    if model.tokenizer == "smolvlm" and not (data.tokenizer_path or config.training.tokenizer_path
-                                             or data.resolved_tokenizer_path()):
+    if model.tokenizer == "smolvlm" and tokenizer_folder_missing(config):
         problems.append("SmolVLA tokenizes the task with SmolVLM2's tokenizer: pass --tokenizer-path DIR (a local "
                         "Hugging Face tokenizer directory, e.g. HuggingFaceTB/SmolVLM2-500M-Video-Instruct's files) "
                         "or data.tokenizer_path=DIR; model.tokenizer=tiny uses the built-in byte tokenizer instead")

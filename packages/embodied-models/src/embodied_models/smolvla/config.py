@@ -8,13 +8,14 @@ action expert 0.75 x as wide whose layers alternate self- and cross-attention (l
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 import attrs
 
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.validators import non_negative, positive
+from embodied_models.vla.checks import builtin_vocab_problems
+from embodied_models.vla.fields import FlowTimeFields, LocalTokenizerPath, place_after
 
 __all__ = ["SmolVLADataConfig", "SmolVLAModelConfig", "expert_mlp_dim", "expert_width"]
 
@@ -31,8 +32,8 @@ def expert_mlp_dim(width: int, *, multiplier: int = 4, multiple_of: int = 256) -
     return multiple_of * -(-inner // multiple_of)
 
 
-@attrs.define(kw_only=True)
-class SmolVLAModelConfig(BaseModelConfig):
+@attrs.define(kw_only=True, field_transformer=place_after("num_inference_steps", FlowTimeFields))
+class SmolVLAModelConfig(FlowTimeFields, BaseModelConfig):
     """SmolVLA network sizes, flow-matching constants and what trains. Defaults are smolvla_base's."""
 
     # --- VLM text decoder (SmolLM2, Llama-style) ---
@@ -104,18 +105,6 @@ class SmolVLAModelConfig(BaseModelConfig):
     # --- flow matching ---
     num_inference_steps: int = attrs.field(default=10, validator=positive)
     """Euler steps of sample_actions (t from 1 to 0); lerobot's num_steps."""
-    min_period: float = attrs.field(default=4e-3, validator=positive)
-    """Shortest period of the sin-cos time embedding."""
-    max_period: float = attrs.field(default=4.0, validator=positive)
-    """Longest period of the sin-cos time embedding."""
-    time_beta_alpha: float = attrs.field(default=1.5, validator=positive)
-    """Training time t ~ Beta(alpha, beta) * scale + offset."""
-    time_beta_beta: float = attrs.field(default=1.0, validator=positive)
-    """See time_beta_alpha."""
-    time_scale: float = attrs.field(default=0.999, validator=positive)
-    """See time_beta_alpha."""
-    time_offset: float = attrs.field(default=0.001, validator=positive)
-    """See time_beta_alpha."""
     # --- what trains (lerobot's fine-tuning defaults) ---
     freeze_vision_encoder: bool = True
     """Freeze the vision encoder (lerobot default)."""
@@ -159,15 +148,12 @@ class SmolVLAModelConfig(BaseModelConfig):
                 if getattr(self, name) >= self.vocab_size:
                     problems.append(f"model.{name} {getattr(self, name)} is not below model.vocab_size "
                                     f"{self.vocab_size}")
-        if self.time_scale + self.time_offset > 1.0 + 1e-9:
-            problems.append(f"model.time_scale + model.time_offset must be <= 1 (got {self.time_scale} + "
-                            f"{self.time_offset}): t = 1 is pure noise")
+        problems += self.flow_time_problems()
         if self.tokenizer == "tiny":
             from embodied_models.smolvla.tokenizer import TINY_VOCAB_SIZE
 
-            if self.vocab_size < TINY_VOCAB_SIZE:
-                problems.append(f"model.vocab_size {self.vocab_size} is smaller than the tiny tokenizer's "
-                                f"{TINY_VOCAB_SIZE} ids; raise it or use model.tokenizer=smolvlm")
+            problems += builtin_vocab_problems(self.vocab_size, TINY_VOCAB_SIZE, builtin="tiny tokenizer",
+                                               alternative="model.tokenizer=smolvlm")
         return problems
 
     def expert_layer_stride(self) -> int:
@@ -180,7 +166,7 @@ class SmolVLAModelConfig(BaseModelConfig):
 
 
 @attrs.define(kw_only=True)
-class SmolVLADataConfig(BaseDataConfig):
+class SmolVLADataConfig(LocalTokenizerPath, BaseDataConfig):
     """What SmolVLA asks of the data (smolvla_base: 512 px frames, chunks of 50, mean/std normalization).
 
     Every camera of ``camera_keys`` adds ``(image/patch)^2 / scale_factor^2`` prefix tokens; a camera a sample lacks
@@ -204,10 +190,6 @@ class SmolVLADataConfig(BaseDataConfig):
     """State/action normalization from the dataset stats (smolvla_base: mean_std)."""
     tokenizer_path: str | None = None
     """Local Hugging Face tokenizer directory (SmolVLM2's); falls back to --tokenizer-path (env TOKENIZER_PATH)."""
-
-    def resolved_tokenizer_path(self) -> str | None:
-        """data.tokenizer_path, else the TOKENIZER_PATH environment variable (set from --tokenizer-path)."""
-        return self.tokenizer_path or os.environ.get("TOKENIZER_PATH") or None
 
     def validate(self) -> list[str]:
         """Cross-field rules."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from embodied_models.vla.checks import tokenizer_folder_missing, width_problems
 from embodied_models.xvla.config import XvlaDataConfig, XvlaModelConfig
 from embodied_models.xvla.layouts import layout_problems
 
@@ -31,10 +32,10 @@ def size_problems(model: XvlaModelConfig, data: XvlaDataConfig) -> list[str]:
     state_width = model.max_state_dim if model.use_proprio else 0
     problems = layout_problems(model.action_mode, action_dim=data.action_dim, max_action_dim=model.max_action_dim,
                                state_width=state_width, normalization=data.normalization)
-    if model.use_proprio and data.state_dim is not None and data.state_dim > model.max_state_dim:
-        problems.append(f"data.state_dim {data.state_dim} exceeds model.max_state_dim {model.max_state_dim}; set "
-                        f"model.max_state_dim={data.state_dim} (a new action encoder, not loadable from a checkpoint "
-                        f"built for {model.max_state_dim}) or model.use_proprio=false")
+    if model.use_proprio:
+        problems += width_problems("state", data.state_dim, model.max_state_dim,
+                                   consequence=f" (a new action encoder, not loadable from a checkpoint built for "
+                                   f"{model.max_state_dim}) or model.use_proprio=false")
     if data.domain_id >= model.num_domains:
         problems.append(f"data.domain_id {data.domain_id} is not below model.num_domains {model.num_domains}")
     if data.camera_keys is not None and data.views() < 1:
@@ -63,8 +64,7 @@ def check_run_config(config: Any) -> list[str]:
     if not isinstance(model, XvlaModelConfig) or not isinstance(data, XvlaDataConfig):
         return []
     problems = size_problems(model, data)
-    if model.tokenizer == "bart" and not (data.tokenizer_path or config.training.tokenizer_path
-                                          or data.resolved_tokenizer_path()):
+    if model.tokenizer == "bart" and tokenizer_folder_missing(config):
         problems.append("X-VLA tokenizes its instruction with the BART tokenizer: pass --tokenizer-path DIR (a local "
                         "Hugging Face tokenizer directory, e.g. facebook/bart-large) or data.tokenizer_path=DIR; "
                         "model.tokenizer=bytes uses the built-in byte tokenizer instead")

@@ -7,13 +7,14 @@ transformer with 30 domains x 32 soft prompts (lerobot ``policies/xvla/configura
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 import attrs
 
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.validators import non_negative, positive, probability
+from embodied_models.vla.checks import builtin_vocab_problems
+from embodied_models.vla.fields import LocalTokenizerPath
 
 __all__ = ["ACTION_MODES", "XvlaDataConfig", "XvlaModelConfig"]
 
@@ -154,16 +155,15 @@ class XvlaModelConfig(BaseModelConfig):
         if self.tokenizer == "bytes":
             from embodied_models.xvla.tokenizer import BYTES_VOCAB_SIZE
 
-            if self.vocab_size < BYTES_VOCAB_SIZE:
-                problems.append(f"model.vocab_size {self.vocab_size} is smaller than the byte tokenizer's "
-                                f"{BYTES_VOCAB_SIZE} ids; raise it or use model.tokenizer=bart")
+            problems += builtin_vocab_problems(self.vocab_size, BYTES_VOCAB_SIZE, builtin="byte tokenizer",
+                                               alternative="model.tokenizer=bart")
         if self.tokenizer_max_length < 2:
             problems.append(f"model.tokenizer_max_length must be >= 2 (BOS and EOS; got {self.tokenizer_max_length})")
         return problems
 
 
 @attrs.define(kw_only=True)
-class XvlaDataConfig(BaseDataConfig):
+class XvlaDataConfig(LocalTokenizerPath, BaseDataConfig):
     """What X-VLA asks of the data (X-VLA-0.9B: 224 px views, chunks of 30 actions, no normalization).
 
     ``camera_keys`` fill the views in order; view 0 goes through the BART encoder with the instruction, the others
@@ -194,10 +194,6 @@ class XvlaDataConfig(BaseDataConfig):
     """Dataset key holding a per-frame domain id instead of data.domain_id (mixed-embodiment datasets)."""
     tokenizer_path: str | None = None
     """Local Hugging Face tokenizer directory (BART); falls back to --tokenizer-path (env TOKENIZER_PATH)."""
-
-    def resolved_tokenizer_path(self) -> str | None:
-        """data.tokenizer_path, else the TOKENIZER_PATH environment variable (set from --tokenizer-path)."""
-        return self.tokenizer_path or os.environ.get("TOKENIZER_PATH") or None
 
     def views(self) -> int:
         """The number of image views (data.num_image_views, else one per camera)."""

@@ -1,0 +1,8 @@
+"""What the VLA ports (pi05, smolvla, xvla, groot_n1_7) share, one job per module.
+
+- :mod:`.fields`: config field blocks and mixins (the openpi-style flow-time constants, the tokenizer folder);
+  no torch, ``--help`` reads them.
+- :mod:`.checks`: run-config rules every port states the same way (widths, the tokenizer requirement); no torch.
+
+What only looks alike stays in the ports; each family README says what it shares and what it keeps apart.
+"""
