@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from embodied_core.registry.specs import ModelSpec, PluginSpec
 from embodied_models.groot_n1_7.config import GrootDataConfig, GrootModelConfig
+from embodied_models.vla.spec import vla_model_spec
 
 __all__ = ["GROOT_N1_7", "GROOT_N1_7_TINY", "GROOT_N1_7_TRAINER"]
 
-_REQUIRES = ("transformers", "diffusers")
-_HINT = "pip install 'transformers>=5.24,<5.25' 'diffusers>=0.42,<0.43'"
+_CONFIGS = dict(model_config=GrootModelConfig, data_config=GrootDataConfig, requires=("transformers", "diffusers"),
+                install_hint="pip install 'transformers>=5.24,<5.25' 'diffusers>=0.42,<0.43'")
 
 
 def _spec(name: str, description: str) -> ModelSpec:
-    return ModelSpec(name=name, description=description, factory="embodied_models.groot_n1_7.modeling:build_model",
-                     model_config=GrootModelConfig, data_config=GrootDataConfig,
-                     default_yaml=f"embodied_models.groot_n1_7:{name}.yaml",
-                     transforms="embodied_models.groot_n1_7.transforms:make_transforms", requires=_REQUIRES,
-                     install_hint=_HINT, uses_flags=("tokenizer_path",),
-                     checks=("embodied_models.groot_n1_7.checks:check_run_config",), needs_task=True)
+    return vla_model_spec("embodied_models.groot_n1_7", name, description, **_CONFIGS)
 
 
 GROOT_N1_7 = _spec("groot_n1_7", "NVIDIA GR00T N1.7 (Cosmos-Reason2-2B Qwen3-VL backbone cut to 16 layers + "

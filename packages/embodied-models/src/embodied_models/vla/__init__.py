@@ -3,6 +3,7 @@
 - :mod:`.fields`: config field blocks and mixins (the openpi-style flow-time constants, the tokenizer folder);
   no torch, ``--help`` reads them.
 - :mod:`.checks`: run-config rules every port states the same way (widths, the tokenizer requirement); no torch.
+- :mod:`.spec`: the entry-point spec every port declares; no torch.
 
 What only looks alike stays in the ports; each family README says what it shares and what it keeps apart.
 """
