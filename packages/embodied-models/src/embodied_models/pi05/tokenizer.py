@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Protocol
 
-from embodied_core.errors import ConfigError
+from embodied_models.vla.tokenizers import choose_tokenizer, open_hf_tokenizer
 
 __all__ = ["TINY_VOCAB_SIZE", "HFPromptTokenizer", "PromptTokenizer", "TinyTokenizer", "load_tokenizer"]
 
@@ -68,17 +68,8 @@ class HFPromptTokenizer:
     """
 
     def __init__(self, path: str | Path) -> None:
-        path = Path(path)
-        if not path.is_dir():
-            raise ConfigError([f"--tokenizer-path {path}: not a directory (pi0.5 needs a local Hugging Face "
-                               "tokenizer directory, e.g. a download of google/paligemma-3b-pt-224)"])
-        from transformers import AutoTokenizer
-
-        try:
-            self._tok: Any = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise ConfigError([f"--tokenizer-path {path}: cannot load a tokenizer from it: {exc}"]) from None
-        self.path = path
+        self._tok: Any = open_hf_tokenizer(path, model="pi0.5", example="google/paligemma-3b-pt-224")
+        self.path = Path(path)
         self.vocab_size = len(self._tok)
 
     def encode(self, text: str) -> list[int]:
@@ -94,14 +85,8 @@ def load_tokenizer(kind: str, path: str | None, *, vocab_size: int) -> PromptTok
         path: local tokenizer directory or None.
         vocab_size: the model's embedding rows.
     """
-    if path:
-        tokenizer: PromptTokenizer = HFPromptTokenizer(path)
-    elif kind == "tiny":
-        tokenizer = TinyTokenizer()
-    else:
-        raise ConfigError(["pi0.5 tokenizes its prompt with the PaliGemma tokenizer: pass --tokenizer-path DIR "
-                           "(a local Hugging Face tokenizer directory) or data.tokenizer_path=DIR"])
-    if tokenizer.vocab_size > vocab_size:
-        raise ConfigError([f"tokenizer {path or kind} has {tokenizer.vocab_size} ids but model.vocab_size is "
-                           f"{vocab_size}; raise model.vocab_size or use a matching tokenizer"])
-    return tokenizer
+    return choose_tokenizer(kind, path, vocab_size=vocab_size, from_folder=HFPromptTokenizer, builtin_kind="tiny",
+                            builtin=TinyTokenizer,
+                            folder_needed="pi0.5 tokenizes its prompt with the PaliGemma tokenizer: pass "
+                            "--tokenizer-path DIR (a local Hugging Face tokenizer directory) or "
+                            "data.tokenizer_path=DIR")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from embodied_core.errors import ConfigError
+from embodied_models.vla.tokenizers import choose_tokenizer, open_hf_tokenizer
 
 __all__ = ["TINY_VOCAB_SIZE", "HFTaskTokenizer", "TaskTokenizer", "TinyByteTokenizer", "load_tokenizer",
            "task_text"]
@@ -56,17 +56,8 @@ class HFTaskTokenizer:
     """
 
     def __init__(self, path: str | Path) -> None:
-        path = Path(path)
-        if not path.is_dir():
-            raise ConfigError([f"--tokenizer-path {path}: not a directory (SmolVLA needs a local Hugging Face "
-                               "tokenizer directory, e.g. a download of HuggingFaceTB/SmolVLM2-500M-Video-Instruct)"])
-        from transformers import AutoTokenizer
-
-        try:
-            self._tok: Any = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise ConfigError([f"--tokenizer-path {path}: cannot load a tokenizer from it: {exc}"]) from None
-        self.path = path
+        self._tok: Any = open_hf_tokenizer(path, model="SmolVLA", example="HuggingFaceTB/SmolVLM2-500M-Video-Instruct")
+        self.path = Path(path)
         self.vocab_size = len(self._tok)
         pad = self._tok.pad_token_id
         self.pad_id = int(pad) if pad is not None else 0
@@ -84,14 +75,7 @@ def load_tokenizer(kind: str, path: str | None, *, vocab_size: int) -> TaskToken
         path: local tokenizer directory or None.
         vocab_size: the model's embedding rows.
     """
-    if path:
-        tokenizer: TaskTokenizer = HFTaskTokenizer(path)
-    elif kind == "tiny":
-        tokenizer = TinyByteTokenizer()
-    else:
-        raise ConfigError(["SmolVLA tokenizes the task with SmolVLM2's tokenizer: pass --tokenizer-path DIR (a local "
-                           "Hugging Face tokenizer directory) or data.tokenizer_path=DIR"])
-    if tokenizer.vocab_size > vocab_size:
-        raise ConfigError([f"tokenizer {path or kind} has {tokenizer.vocab_size} ids but model.vocab_size is "
-                           f"{vocab_size}; raise model.vocab_size or use a matching tokenizer"])
-    return tokenizer
+    return choose_tokenizer(kind, path, vocab_size=vocab_size, from_folder=HFTaskTokenizer, builtin_kind="tiny",
+                            builtin=TinyByteTokenizer,
+                            folder_needed="SmolVLA tokenizes the task with SmolVLM2's tokenizer: pass --tokenizer-path "
+                            "DIR (a local Hugging Face tokenizer directory) or data.tokenizer_path=DIR")

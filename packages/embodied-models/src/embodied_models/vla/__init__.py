@@ -4,6 +4,7 @@
   no torch, ``--help`` reads them.
 - :mod:`.checks`: run-config rules every port states the same way (widths, the tokenizer requirement); no torch.
 - :mod:`.spec`: the entry-point spec every port declares; no torch.
+- :mod:`.tokenizers`: opening a local Hugging Face tokenizer folder, and choosing it or the built-in one; no torch.
 
 What only looks alike stays in the ports; each family README says what it shares and what it keeps apart.
 """

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from embodied_core.errors import ConfigError
+from embodied_models.vla.tokenizers import choose_tokenizer, open_hf_tokenizer
 
 __all__ = ["BYTES_VOCAB_SIZE", "ByteTokenizer", "HFInstructionTokenizer", "InstructionTokenizer", "load_tokenizer"]
 
@@ -50,20 +51,11 @@ class HFInstructionTokenizer:
     """
 
     def __init__(self, path: str | Path) -> None:
-        path = Path(path)
-        if not path.is_dir():
-            raise ConfigError([f"--tokenizer-path {path}: not a directory (X-VLA needs a local Hugging Face "
-                               "tokenizer directory, e.g. a download of facebook/bart-large)"])
-        from transformers import AutoTokenizer
-
-        try:
-            self._tok: Any = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise ConfigError([f"--tokenizer-path {path}: cannot load a tokenizer from it: {exc}"]) from None
+        self._tok: Any = open_hf_tokenizer(path, model="X-VLA", example="facebook/bart-large")
         if self._tok.pad_token_id is None:
             raise ConfigError([f"--tokenizer-path {path}: the tokenizer has no pad token; X-VLA pads every "
                                "instruction to model.tokenizer_max_length"])
-        self.path = path
+        self.path = Path(path)
         self.vocab_size = len(self._tok)
         self.pad_id = int(self._tok.pad_token_id)
 
@@ -81,15 +73,9 @@ def load_tokenizer(kind: str, path: str | None, *, vocab_size: int) -> Instructi
         path: local tokenizer directory or None.
         vocab_size: the model's embedding rows.
     """
-    if path:
-        tokenizer: InstructionTokenizer = HFInstructionTokenizer(path)
-    elif kind == "bytes":
-        tokenizer = ByteTokenizer()
-    else:
-        raise ConfigError(["X-VLA tokenizes its instruction with the BART tokenizer: pass --tokenizer-path DIR (a "
-                           "local Hugging Face tokenizer directory, e.g. facebook/bart-large) or "
-                           "data.tokenizer_path=DIR; model.tokenizer=bytes uses the built-in byte tokenizer instead"])
-    if tokenizer.vocab_size > vocab_size:
-        raise ConfigError([f"tokenizer {path or kind} has {tokenizer.vocab_size} ids but model.vocab_size is "
-                           f"{vocab_size}; raise model.vocab_size or use a matching tokenizer"])
-    return tokenizer
+    return choose_tokenizer(kind, path, vocab_size=vocab_size, from_folder=HFInstructionTokenizer, builtin_kind="bytes",
+                            builtin=ByteTokenizer,
+                            folder_needed="X-VLA tokenizes its instruction with the BART tokenizer: pass "
+                            "--tokenizer-path DIR (a local Hugging Face tokenizer directory, e.g. facebook/bart-large) "
+                            "or data.tokenizer_path=DIR; model.tokenizer=bytes uses the built-in byte tokenizer "
+                            "instead")
