@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from embodied_core import __version__ as RELEASE
 from tests.support import clean_env, run_embodied
 
 _HELP_PROBE = """
@@ -83,9 +84,9 @@ def test_plugins_lists_without_importing(tmp_path: Path) -> None:
     result = run_embodied("plugins", timeout=60)
     assert result.returncode == 0
     rows = [line.split() for line in result.stdout.splitlines()[2:]]  # after the version line and the header
-    assert ["embodied.models", "tiny_flow_policy", "embodied-plugin-template", "0.1.0",
+    assert ["embodied.models", "tiny_flow_policy", "embodied-plugin-template", RELEASE,
             "embodied_plugin_template.spec:TINY_FLOW_POLICY"] in rows  # each entry's module:attr is shown
-    assert ["embodied.optimizers", "AdamW", "embodied-core", "0.1.0", "embodied_core.plugins:ADAMW"] in rows
+    assert ["embodied.optimizers", "AdamW", "embodied-core", RELEASE, "embodied_core.plugins:ADAMW"] in rows
     only = run_embodied("plugins", "--group", "optimizers", timeout=60)
     assert {line.split()[0] for line in only.stdout.splitlines()[2:]} == {"embodied.optimizers"}
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from embodied_core import __version__ as RELEASE
 from tests.support import REPO_ROOT, clean_env, run_embodied
 
 _RENAMES = (("embodied-plugin-template", "acme-flow-policy"), ("embodied_plugin_template", "acme_flow_policy"),
@@ -65,7 +66,7 @@ def test_template_installs_trains_and_uninstalls(tmp_path: Path) -> None:
     rows = [line.split()[:4] for line in listing.splitlines()]
     for group, name in (("optimizers", "AcmeLion"), ("hooks", "acme_events"), ("lr_schedulers", "acme_wsd"),
                         ("loggers", "acme_csv")):
-        assert [f"embodied.{group}", name, "acme-flow-policy", "0.1.0"] in rows
+        assert [f"embodied.{group}", name, "acme-flow-policy", RELEASE] in rows
     assert "acme_policy" in run_embodied("train", "--help", python=str(python)).stdout
     model_help = run_embodied("train", "--model-name", "acme_policy", "--lr-decay-style", "acme_wsd", "--help",
                               python=str(python)).stdout

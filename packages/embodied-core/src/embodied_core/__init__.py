@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from embodied_core.registry import register
     from embodied_core.trainer.api import Trainer
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "PLUGIN_API_VERSION",

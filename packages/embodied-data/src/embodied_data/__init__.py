@@ -2,4 +2,4 @@
 
 import embodied_core as _embodied_core  # noqa: F401  # first: its finder keeps deprecated embodied_data paths working
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

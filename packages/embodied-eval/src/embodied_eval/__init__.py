@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from embodied_eval.rollout import RolloutSettings
     from embodied_eval.server import PolicyServer
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["EvalReport", "PolicyServer", "RemotePolicy", "RolloutSettings", "evaluate", "offline_eval"]
 
