@@ -36,8 +36,8 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         groups.DATASET_STRATEGIES: ("cosmos3_droid", "dreamzero", "fastwam", "lingbot_va"),
         groups.TRAINERS: ("dreamzero", "groot_n1_7", "lingbot_va"),
-        groups.COMMANDS: ("checkpoint-init-fastwam-action-dit", "data-precompute-dreamzero",
-                          "data-precompute-latents", "data-precompute-text"),
+        groups.COMMANDS: ("checkpoint-import-lerobot-smolvla", "checkpoint-init-fastwam-action-dit",
+                          "data-precompute-dreamzero", "data-precompute-latents", "data-precompute-text"),
     },
     "embodied-dist": {
         groups.DISTRIBUTED_STRATEGIES: ("ddp", "fsdp"),
