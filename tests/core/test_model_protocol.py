@@ -1,6 +1,7 @@
-"""The model-plugin protocol: a third-party model lacking a member (or returning another type than the declared
-one) is an error naming the plugin and each member, right after it is built; the first-party models implement it
-with one return type each; core calls the members directly (no optional-member probing in the seams)."""
+"""The model-plugin protocol: only ``forward`` is required (``sample_actions`` too for a policy), the optional
+members get core's defaults on any model (a plain ``nn.Module`` trains), a missing required member or a mistyped
+one is an error naming the plugin and the member right after it is built; the first-party models implement it with
+one return type each; core calls the members directly (no optional-member probing in the seams)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from torch import nn
 
 from embodied_core import EmbodiedModel, ModelOutput, registry
 from embodied_core.errors import PluginError
+from embodied_core.protocols import MODEL_MEMBERS, OPTIONAL_MODEL_MEMBERS, missing_members
 from embodied_core.registry import ModelSpec, groups
-from embodied_core.trainer.model_check import check_model_plugin
+from embodied_core.trainer.model_check import adapt_model, check_model_plugin
 from tests.core.trainer_support import training
 from tests.support import REPO_ROOT, clean_env, run_embodied
 
@@ -34,7 +36,7 @@ class ForwardOnly(nn.Module):
 
 
 class ListDecay(EmbodiedModel, ForwardOnly):
-    """Every member present, but ``no_weight_decay`` returns a list."""
+    """Every member present, but ``no_weight_decay`` returns a list (as API 1.0 plugins did)."""
 
     def sample_actions(self, batch: Any, noise: Any = None, num_steps: int | None = None) -> torch.Tensor:
         return self.linear(batch["observation.state"].float())[:, None]
@@ -43,22 +45,39 @@ class ListDecay(EmbodiedModel, ForwardOnly):
         return ["linear.bias"]
 
 
+class StrDecay(ListDecay):
+    """``no_weight_decay`` returns a string: no container to convert."""
+
+    def no_weight_decay(self) -> str:  # type: ignore[override]
+        return "linear.bias"
+
+
+class NoForward(nn.Module):
+    """Samples actions but defines no training forward."""
+
+    def __init__(self, config: Any, data: Any) -> None:
+        super().__init__()
+        self.linear = nn.Linear(data.state_dim, data.action_dim)
+
+    def sample_actions(self, batch: Any, noise: Any = None, num_steps: int | None = None) -> torch.Tensor:
+        return self.linear(batch["observation.state"].float())[:, None]
+
+
 HERE = "tests.core.test_model_protocol"  # importable from the repository root, also by the CLI subprocess
 SPECS = {name: ModelSpec(name=name, description="third-party test model", factory=f"{HERE}:{cls}",
                          model_config=TinyFlowPolicyConfig, data_config=TinyFlowDataConfig)
-         for name, cls in (("forward_only", "ForwardOnly"), ("list_decay", "ListDecay"))}
-FORWARD_ONLY = SPECS["forward_only"]
+         for name, cls in (("forward_only", "ForwardOnly"), ("list_decay", "ListDecay"), ("str_decay", "StrDecay"),
+                           ("no_forward", "NoForward"))}
+NO_FORWARD = SPECS["no_forward"]
 """The spec EMBODIED_PLUGINS names (one spec per entry)."""
 
-_MISSING = ("sample_actions, fsdp_units, no_weight_decay, load_pretrained_checkpoint, default_lora_targets, "
-            "init_module_weights")
+_DATA = {"camera_keys": ["observation.images.front"], "state_dim": 8, "action_dim": 8}
 
 
-def _train(out: Path, model_name: str) -> Any:
+def _train(out: Path, model_name: str, **extra: Any) -> Any:
     from embodied_core.trainer.api import Trainer
 
-    data = {"camera_keys": ["observation.images.front"], "state_dim": 8, "action_dim": 8}
-    return Trainer({"training": training(out, model_name=model_name, train_iters=1), "data": data}).train()
+    return Trainer({"training": training(out, model_name=model_name, train_iters=1, **extra), "data": _DATA}).train()
 
 
 @pytest.fixture
@@ -70,31 +89,61 @@ def third_party() -> Any:
         registry.unregister(groups.MODELS, name)
 
 
-def test_a_model_lacking_members_is_an_error_naming_each(third_party: Any, tmp_path: Path) -> None:
+def test_a_plain_module_gets_the_defaults_of_the_optional_members() -> None:
+    model = ForwardOnly(None, TinyFlowDataConfig(**_DATA))
+    assert missing_members(model, OPTIONAL_MODEL_MEMBERS) == list(OPTIONAL_MODEL_MEMBERS)
+    assert adapt_model(model, model_name="forward_only") is model
+    assert isinstance(model, ForwardOnly) and type(model).__name__ == "ForwardOnly"
+    assert missing_members(model, MODEL_MEMBERS) == []
+    assert (model.fsdp_units(), model.no_weight_decay(), model.default_lora_targets()) == ((), frozenset(), ())
+    before = model.linear.weight.detach().clone()
+    model.init_module_weights(model.linear)  # torch's reset_parameters, as EmbodiedModel's default
+    assert not torch.equal(before, model.linear.weight)
+    with pytest.raises(PluginError, match="ForwardOnly implements no sample_actions, which inference needs"):
+        model.sample_actions({})
+    with pytest.raises(PluginError, match=r"lacks sample_actions .* requires forward, sample_actions"):
+        adapt_model(ForwardOnly(None, TinyFlowDataConfig(**_DATA)), model_name="forward_only", policy=True)
+    assert type(adapt_model(ForwardOnly(None, TinyFlowDataConfig(**_DATA)), model_name="forward_only")) \
+        is type(model)  # one adapted class per plugin class
+
+
+def test_a_plain_module_trains_and_is_refused_as_a_policy(third_party: Any, tmp_path: Path) -> None:
+    from embodied_core import load_policy
+
+    result = _train(tmp_path, "forward_only", save_interval=1)
+    assert result.step == 1 and result.checkpoint is not None and "loss" in result.last_metrics
+    with pytest.raises(PluginError, match=r"--model-name forward_only: .*\(ForwardOnly\) lacks sample_actions"):
+        load_policy(tmp_path)
+
+
+def test_a_model_without_forward_is_an_error_naming_it(third_party: Any, tmp_path: Path) -> None:
     with pytest.raises(PluginError) as info:
-        _train(tmp_path / "a", "forward_only")
+        _train(tmp_path / "a", "no_forward")
     message = str(info.value)
-    assert "--model-name forward_only" in message and "(ForwardOnly)" in message
-    assert f"lacks {_MISSING} of the model-plugin protocol" in message
-    assert "subclass embodied_core.EmbodiedModel" in message
+    assert "--model-name no_forward" in message and "(NoForward)" in message
+    assert "lacks forward of the model-plugin protocol" in message and "are optional, with core's defaults" in message
     assert not (tmp_path / "a" / "checkpoints").exists()
 
 
-def test_a_member_returning_another_type_is_an_error(third_party: Any, tmp_path: Path) -> None:
-    with pytest.raises(PluginError, match=r"--model-name list_decay: .*no_weight_decay\(\) returned a list, the "
+def test_a_list_is_converted_with_a_warning_and_another_type_is_an_error(third_party: Any, tmp_path: Path) -> None:
+    with pytest.warns(FutureWarning, match=r"--model-name list_decay: .*no_weight_decay\(\) returned a list; the "
+                                           r"model-plugin protocol declares frozenset"):
+        model = adapt_model(ListDecay(None, TinyFlowDataConfig(**_DATA)), model_name="list_decay")
+    assert model.no_weight_decay() == frozenset({"linear.bias"})
+    with pytest.raises(PluginError, match=r"--model-name str_decay: .*no_weight_decay\(\) returned a str, the "
                                           r"protocol declares frozenset"):
-        _train(tmp_path, "list_decay")
+        _train(tmp_path, "str_decay")
 
 
 @pytest.mark.timeout(120)
 def test_cli_names_the_plugin_and_members_with_exit_2(tmp_path: Path) -> None:
-    env = clean_env(EMBODIED_PLUGINS=f"models:forward_only={HERE}:FORWARD_ONLY")
-    result = run_embodied("train", "--model-name", "forward_only", "--dataset-format", "dummy_datasets",
+    env = clean_env(EMBODIED_PLUGINS=f"models:no_forward={HERE}:NO_FORWARD")
+    result = run_embodied("train", "--model-name", "no_forward", "--dataset-format", "dummy_datasets",
                           "--num-samples", "8", "--train-iters", "1", "--per-device-batch-size", "4",
                           "--output-dir", str(tmp_path), "data.state_dim=8", "data.action_dim=8",
                           "data.camera_keys=[observation.images.front]", env=env, cwd=REPO_ROOT, timeout=120)
     assert result.returncode == 2, result.stderr
-    assert f"lacks {_MISSING}" in result.stderr and "Traceback" not in result.stderr
+    assert "(NoForward) lacks forward" in result.stderr and "Traceback" not in result.stderr
 
 
 def _linear_names(model: nn.Module) -> list[str]:

@@ -1,11 +1,19 @@
 """The declared seams between packages: what a model plugin, a training dataset, a transforms factory and a
 policy are.
 
-Core never probes a plugin for optional members (no ``getattr``/``hasattr``): a model plugin implements every
-member of :class:`ModelPlugin` (subclass :class:`embodied_core.model_base.EmbodiedModel` for the defaults), a
-dataset format returns a :class:`TrainingDataset`, and a model's ``make_transforms`` has the signature of
-:class:`MakeTransforms`. :func:`missing_members` names what an object lacks, so selecting a plugin that does
-not implement its protocol is an error naming the member, raised right after the plugin is built.
+Each protocol says which members are required and which are optional with a default, in one place here:
+
+- a model needs only ``forward`` (:data:`REQUIRED_MODEL_MEMBERS`), plus ``sample_actions`` to be used as a policy
+  (:data:`POLICY_MODEL_MEMBERS`); the optional members (:data:`OPTIONAL_MODEL_MEMBERS`) have the defaults of
+  :class:`ModelDefaults`, which :class:`embodied_core.EmbodiedModel` inherits and which core gives any other
+  model (a plain ``nn.Module``) when it is built (``embodied_core.trainer.model_check.adapt_model``);
+- a dataset needs only ``__len__`` and ``__getitem__`` (:data:`REQUIRED_DATASET_MEMBERS`); the other members of
+  :class:`TrainingDataset` (:data:`DATASET_MEMBERS`) have the defaults of :class:`embodied_core.data.MapDataset`,
+  which core gives any dataset a format returns (``embodied_core.data.dataset.build_training_dataset``).
+
+Past those two adapters core never probes a plugin for a member (no ``getattr``/``hasattr``): it calls the members
+directly. :func:`missing_members` names what an object lacks, so a plugin without a required member is an error
+naming the member, raised right after the plugin is built.
 
 This module imports no torch; the types it names are for type checkers and documentation.
 """
@@ -29,9 +37,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DATASET_MEMBERS",
     "MODEL_MEMBERS",
+    "OPTIONAL_MODEL_MEMBERS",
     "POLICY_MEMBERS",
+    "POLICY_MODEL_MEMBERS",
+    "REQUIRED_DATASET_MEMBERS",
+    "REQUIRED_MODEL_MEMBERS",
     "DatasetFeature",
     "MakeTransforms",
+    "ModelDefaults",
     "ModelPlugin",
     "Policy",
     "PolicyMetadata",
@@ -50,6 +63,8 @@ class ModelPlugin(Protocol):
     """What the ``nn.Module`` a model plugin's factory returns implements (DESIGN 6).
 
     The factory named by ``ModelSpec.factory`` is ``build_model(model_config, data_config) -> ModelPlugin``.
+    Required: ``forward`` (and ``sample_actions`` for a policy); the other members are optional, with the
+    defaults of :class:`ModelDefaults`.
     """
 
     def forward(self, batch: Any) -> ModelOutput:
@@ -98,9 +113,53 @@ class ModelPlugin(Protocol):
         ...
 
 
-MODEL_MEMBERS: tuple[str, ...] = ("forward", "sample_actions", "fsdp_units", "no_weight_decay",
-                                  "load_pretrained_checkpoint", "default_lora_targets", "init_module_weights")
-"""Members every model plugin implements (checked when the model is built)."""
+REQUIRED_MODEL_MEMBERS: tuple[str, ...] = ("forward",)
+"""What every model implements itself (training calls ``model(batch)``)."""
+
+POLICY_MODEL_MEMBERS: tuple[str, ...] = ("sample_actions",)
+"""What a model also implements itself to be served as a policy (``load_policy``, ``embodied serve``/``eval``) by
+the transforms policy; a model that lacks it trains, and is refused when loaded as a policy."""
+
+
+class ModelDefaults:
+    """The defaults of the optional members of :class:`ModelPlugin` (a mixin without state; no torch import).
+
+    :class:`embodied_core.EmbodiedModel` inherits them; core gives a model that is no ``EmbodiedModel`` the ones it
+    lacks when it is built, so every model written against ``nn.Module`` alone trains.
+    """
+
+    def fsdp_units(self) -> tuple[type[nn.Module], ...]:
+        """No declared FSDP units: FSDP picks repeated layers by size (``--fsdp-min-num-params``)."""
+        return ()
+
+    def no_weight_decay(self) -> frozenset[str]:
+        """No parameters exempt from weight decay beyond biases and norm weights."""
+        return frozenset()
+
+    def load_pretrained_checkpoint(self, path: str | Path) -> LoadReport:
+        """Strict load of an embodied checkpoint or a plain weights file with this module's own key names."""
+        from embodied_core.checkpoint.pretrained import load_pretrained
+
+        return load_pretrained(self, path)  # type: ignore[arg-type]  # mixed into an nn.Module
+
+    def default_lora_targets(self) -> tuple[str, ...]:
+        """No declared LoRA targets (``--use-lora`` then needs ``--lora-target-modules``)."""
+        return ()
+
+    def init_module_weights(self, module: nn.Module) -> None:
+        """Initializes what ``module`` holds the way building does: ``module.reset_parameters()`` for torch's layers
+        (Linear, Conv, Embedding, norms); modules holding other parameters or buffers need an override."""
+        reset = getattr(module, "reset_parameters", None)  # torch's layers, not a protocol member
+        if callable(reset):
+            reset()
+
+
+OPTIONAL_MODEL_MEMBERS: tuple[str, ...] = ("fsdp_units", "no_weight_decay", "load_pretrained_checkpoint",
+                                           "default_lora_targets", "init_module_weights")
+"""The members with a default (:class:`ModelDefaults`); a model declaring one overrides its default."""
+
+MODEL_MEMBERS: tuple[str, ...] = (*REQUIRED_MODEL_MEMBERS, *POLICY_MODEL_MEMBERS, *OPTIONAL_MODEL_MEMBERS)
+"""Every member of :class:`ModelPlugin` (what a built model has once core applied the defaults)."""
 
 
 # ---------------------------------------------------------------------------------------------- datasets
@@ -128,7 +187,10 @@ class DatasetFeature:
 
 @runtime_checkable
 class TrainingDataset(Protocol):
-    """What a dataset format's factory returns: a map-style dataset of sample dicts with LeRobot keys.
+    """A map-style dataset of sample dicts with LeRobot keys, as core uses it.
+
+    A format's factory returns any object with ``__len__`` and ``__getitem__`` (a list of dicts will do); core
+    gives it the members it lacks (see :data:`DATASET_MEMBERS`).
 
     A sample holds ``observation.images.<cam>`` (uint8 ``[C, H, W]`` or ``[T, C, H, W]``), ``observation.state``,
     ``action`` (``[H, D]`` with ``action_is_pad``), ``task`` (str), ``index``, ``episode_index``,
@@ -170,8 +232,14 @@ class TrainingDataset(Protocol):
         ...
 
 
+REQUIRED_DATASET_MEMBERS: tuple[str, ...] = ("__len__", "__getitem__")
+"""What every dataset a format returns implements itself (a list of sample dicts does)."""
+
 DATASET_MEMBERS: tuple[str, ...] = ("root", "episodes", "stats", "features", "fps", "episode_ranges")
-"""Members every training dataset implements beyond ``__len__`` / ``__getitem__``."""
+"""The members beyond ``__len__`` / ``__getitem__``; each has a default (:class:`embodied_core.data.MapDataset`:
+``root`` / ``episodes`` / ``fps`` None, one episode range, features inferred from the first sample, stats computed
+from a bounded sample of items), which core applies to a dataset that does not implement it, and which the
+format's spec may replace (``DatasetFormatSpec.dataset_defaults``)."""
 
 
 class MakeTransforms(Protocol):

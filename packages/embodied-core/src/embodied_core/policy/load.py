@@ -169,9 +169,12 @@ class PolicyFolder:
         import torch
 
         from embodied_core.lora.layout import is_adapter_folder
+        from embodied_core.trainer.model_check import adapt_model
 
         model = self.spec.load_factory()(self.model_config if model_config is None else model_config,
                                          self.data_config if data_config is None else data_config)
+        # the transforms policy calls sample_actions; a model with its own policy class decides what it needs
+        model = adapt_model(model, model_name=self.spec.name, policy=self.spec.policy is None)
         if is_adapter_folder(self.path):
             from embodied_core.lora.policy import load_adapter_checkpoint
 

@@ -44,7 +44,7 @@ from embodied_core.trainer.activation_checkpoint import apply_activation_checkpo
 from embodied_core.trainer.freeze import freeze_modules, parse_module_paths
 from embodied_core.trainer.meta_init import build_on_meta, materialize
 from embodied_core.trainer.metrics import StageTimer, StepRecord, lrs_by_group, reduce_step_metrics
-from embodied_core.trainer.model_check import check_model_plugin
+from embodied_core.trainer.model_check import adapt_model
 from embodied_core.trainer.profiling import build_step_profiler
 from embodied_core.trainer.resume_checks import SCHEDULE_KEY, schedule_change_warning, schedule_record
 from embodied_core.trainer.rng import capture_rng_state, rank_seed_offset, restore_rng_state, seed_everything
@@ -168,14 +168,17 @@ class BaseTrainer:
         """Builds the model from its plugin factory."""
         return self.model_spec.load_factory()(self.config.model, self.config.data)
 
+    def build_adapted_model(self) -> nn.Module:
+        """:meth:`build_model`, adapted to the model-plugin protocol: the optional members it lacks get core's
+        defaults, and a PluginError names a missing required member or a mistyped one (``adapt_model``)."""
+        return adapt_model(self.build_model(), model_name=self.model_spec.name)
+
     def prepare_model(self, *, resuming: bool) -> nn.Module:
         """The model with ``--pretrained-checkpoint`` loaded (unless resuming), LoRA adapters injected
         (``--use-lora``) and ``--freeze-modules`` frozen.
 
-        The built model is checked against the model-plugin protocol first (a PluginError names each member a
-        plugin lacks or mistypes)."""
-        model = self.build_on_meta() if self.args.init_on_meta else self.build_model()
-        check_model_plugin(model, model_name=self.model_spec.name)
+        The model is adapted to the model-plugin protocol as soon as it is built (:meth:`build_adapted_model`)."""
+        model = self.build_on_meta() if self.args.init_on_meta else self.build_adapted_model()
         if self.args.use_lora:
             self.apply_lora(model)
         elif self.args.pretrained_checkpoint and not self.materializes_after_wrapping:  # else distribute_model
@@ -230,7 +233,7 @@ class BaseTrainer:
     def build_on_meta(self) -> nn.Module:
         """``--init-on-meta``: the model built on the meta device; with one process or DDP it is materialized on
         this rank's device at once (a full copy on the device, none on the host when that is a GPU)."""
-        model = build_on_meta(self.build_model)
+        model = build_on_meta(self.build_adapted_model)
         if not self.materializes_after_wrapping:
             self.materialize(model)
         return model
