@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from embodied_core.checkpoint.keymap import Allow, KeyMap, LoadReport, Rename, load_state
-from embodied_core.checkpoint.pretrained import resolve_weights
+from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
 from embodied_core.errors import CheckpointError
+from embodied_models.vla.checkpoint import load_mapped
 
 __all__ = ["KEY_MAP", "LoadReport", "config_disagreements", "load_groot_checkpoint", "map_key",
            "official_model_fields"]
@@ -148,13 +148,8 @@ def load_groot_checkpoint(
         The report. Raises CheckpointError listing every problem not covered by an allow pattern, naming a file that
         cannot be read, or naming the config.json sizes that disagree with the model.
     """
-    allow = Allow(missing=tuple(allow_missing), unexpected=tuple(allow_unexpected),
-                  mismatched=tuple(allow_mismatched))
-    if isinstance(source, Mapping):
-        return load_state(model, source, KEY_MAP, source="GR00T N1.7 state dict", allow=allow, hint=_HINT)
-    path = Path(source)
-    if path.exists():
-        _check_config(model, path)
-    weights = resolve_weights(source)
-    return load_state(model, weights.items(), KEY_MAP, source=f"GR00T N1.7 checkpoint {weights}", allow=allow,
-                      hint=_HINT)
+    if not isinstance(source, Mapping) and Path(source).exists():
+        _check_config(model, Path(source))
+    report, _ = load_mapped(model, source, KEY_MAP, label="GR00T N1.7", hint=_HINT, allow_missing=allow_missing,
+                            allow_unexpected=allow_unexpected, allow_mismatched=allow_mismatched)
+    return report

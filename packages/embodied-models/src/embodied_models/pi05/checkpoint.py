@@ -26,8 +26,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from embodied_core.checkpoint.keymap import Allow, KeyMap, LoadReport, Rename, load_state
+from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
 from embodied_core.checkpoint.pretrained import resolve_weights
+from embodied_models.vla.checkpoint import load_mapped
 
 __all__ = ["KEY_MAP", "KEY_RULES", "LoadReport", "load_pi05_checkpoint", "map_key", "read_checkpoint"]
 
@@ -99,9 +100,6 @@ def load_pi05_checkpoint(
         The report. Raises CheckpointError listing every missing, unexpected or shape-mismatched key not
         covered by an allow pattern, or naming a file that cannot be read.
     """
-    allow = Allow(missing=tuple(allow_missing), unexpected=tuple(allow_unexpected),
-                  mismatched=tuple(allow_mismatched))
-    if isinstance(source, Mapping):
-        return load_state(model, source, KEY_MAP, source="pi0.5 state dict", allow=allow, hint=_HINT)
-    weights = resolve_weights(source)
-    return load_state(model, weights.items(), KEY_MAP, source=f"pi0.5 checkpoint {weights}", allow=allow, hint=_HINT)
+    report, _ = load_mapped(model, source, KEY_MAP, label="pi0.5", hint=_HINT, allow_missing=allow_missing,
+                            allow_unexpected=allow_unexpected, allow_mismatched=allow_mismatched)
+    return report

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from embodied_core.checkpoint.keymap import Allow, KeyMap, LoadReport, Rename, load_state
-from embodied_core.checkpoint.pretrained import resolve_weights
+from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
+from embodied_models.vla.checkpoint import load_mapped
 
 if TYPE_CHECKING:
     from embodied_models.smolvla.config import SmolVLAModelConfig
@@ -90,11 +90,7 @@ def load_smolvla_checkpoint(
         The report. Raises CheckpointError listing every missing, unexpected or shape-mismatched key not covered
         by an allow pattern, or naming a file that cannot be read.
     """
-    keymap = key_map(model.config)  # type: ignore[arg-type]
-    allow = Allow(missing=tuple(allow_missing), unexpected=tuple(allow_unexpected),
-                  mismatched=tuple(allow_mismatched))
-    if isinstance(source, Mapping):
-        return load_state(model, source, keymap, source="SmolVLA state dict", allow=allow, hint=_HINT)
-    weights = resolve_weights(source)
-    return load_state(model, weights.items(), keymap, source=f"SmolVLA checkpoint {weights}", allow=allow,
-                      hint=_HINT)
+    report, _ = load_mapped(model, source, key_map(model.config),  # type: ignore[arg-type]
+                            label="SmolVLA", hint=_HINT, allow_missing=allow_missing,
+                            allow_unexpected=allow_unexpected, allow_mismatched=allow_mismatched)
+    return report

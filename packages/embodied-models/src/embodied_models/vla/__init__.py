@@ -5,6 +5,7 @@
 - :mod:`.checks`: run-config rules every port states the same way (widths, the tokenizer requirement); no torch.
 - :mod:`.spec`: the entry-point spec every port declares; no torch.
 - :mod:`.tokenizers`: opening a local Hugging Face tokenizer folder, and choosing it or the built-in one; no torch.
+- :mod:`.checkpoint`: the strict load tail (key map -> report -> strict check) of every port's loader.
 
 What only looks alike stays in the ports; each family README says what it shares and what it keeps apart.
 """

@@ -27,9 +27,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from embodied_core.checkpoint.keymap import Allow, KeyMap, LoadReport, Rename, load_state
-from embodied_core.checkpoint.pretrained import resolve_weights
+from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
 from embodied_core.errors import CheckpointError
+from embodied_models.vla.checkpoint import load_mapped
 
 __all__ = ["KEY_MAP", "LoadReport", "load_xvla_checkpoint", "map_key", "tied_groups"]
 
@@ -114,15 +114,9 @@ def load_xvla_checkpoint(
     groups = tied_groups(model)
     user_missing = tuple(allow_missing)
     # an alias of a tied tensor may be absent from the file; it is checked per group below
-    allow = Allow(missing=user_missing + tuple(name for group in groups for name in group),
-                  unexpected=tuple(allow_unexpected), mismatched=tuple(allow_mismatched))
-    if isinstance(source, Mapping):
-        what = "X-VLA state dict"
-        report = load_state(model, source, KEY_MAP, source=what, allow=allow, hint=_HINT)
-    else:
-        weights = resolve_weights(source)
-        what = f"X-VLA checkpoint {weights}"
-        report = load_state(model, weights.items(), KEY_MAP, source=what, allow=allow, hint=_HINT)
+    report, what = load_mapped(model, source, KEY_MAP, label="X-VLA", hint=_HINT,
+                               allow_missing=user_missing + tuple(name for group in groups for name in group),
+                               allow_unexpected=allow_unexpected, allow_mismatched=allow_mismatched)
     for group in groups:
         loaded = [name for name in group if name in report.loaded]
         if loaded:
