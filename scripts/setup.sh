@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything on a fresh machine (Python 3.11, root, apt and PyPI reachable): Debian's FFmpeg
 # (for torchcodec and PyAV), .venv with torch 2.13.0 (CPU build), the embodied packages and the
-# plugin template in editable mode, the dev tools, the simulators embodied eval's tests use (gym-pusht,
+# plugin template in editable mode, the dev tools, the simulators embodied eval's tests use (gym-pusht, metaworld,
 # gym-aloha), .venv-openpi-client with openpi's client and .venv-lerobot with lerobot 0.6.1. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,10 @@ PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 # cv2.resize/drawMarker, which the headless build has. gym-aloha renders headless through Mesa's EGL.
 "${PIP[@]}" "pymunk>=6.6,<7" "pygame>=2.5.2,<2.7" "shapely>=2.0.3"
 "${PIP[@]}" --no-deps "gym-pusht>=0.1.5,<0.2"
-"${PIP[@]}" "gym-aloha>=0.1.1,<0.2"
+# MetaWorld (embodied-eval[metaworld]) at what lerobot 0.6.1 pins, metaworld 3.0.0, with mujoco 3.3.0 (the
+# frames depend on the mujoco version; the golden fixtures/metaworld_lerobot replays bit-identically with these).
+# dm_control 1.0.28 is the newest release gym-aloha can use that accepts mujoco 3.3.0 (1.0.30+ need >=3.3.2).
+"${PIP[@]}" "gym-aloha>=0.1.1,<0.2" "dm_control==1.0.28" "mujoco==3.3.0" "metaworld==3.0.0"
 if ! ldconfig -p | grep -q libEGL_mesa; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq

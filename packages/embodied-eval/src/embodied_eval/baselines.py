@@ -1,14 +1,16 @@
 """Reference policies a trained one must beat, measured by the same evaluator (``embodied eval --baselines``).
 
-- ``hold``: commands the current state, so the robot stays where it is (environments whose action is an
-  absolute position target with the state's layout: synth_reach, pusht, ALOHA).
+- ``hold``: keeps the robot where it is, with the action the env declares for that
+  (:meth:`~embodied_eval.envs.base.EvalEnv.hold_action_for`): the current state where actions are absolute
+  position targets in the state's layout (synth_reach, pusht, ALOHA); no motion and the gripper command that
+  keeps its opening where actions are motions (metaworld).
 - ``mean_action``: always the training data's mean action (from the policy folder's statistics): the best
   constant guess, what a policy that ignored its observations would learn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -22,18 +24,34 @@ __all__ = ["BASELINES", "HoldPolicy", "MeanActionPolicy", "make_baseline"]
 BASELINES = ("hold", "mean_action")
 
 
-class HoldPolicy:
-    """Returns the observed state as a one-step chunk."""
+def _absolute_hold(state: np.ndarray) -> np.ndarray:
+    return np.asarray(state, dtype=np.float32).reshape(-1)
 
-    def __init__(self, metadata: PolicyMetadata) -> None:
-        if metadata.state_dim != metadata.action_dim:
+
+class HoldPolicy:
+    """Returns the action that keeps the robot still in the observed state, as a one-step chunk.
+
+    Args:
+        metadata: the env's layout.
+        hold: ``state -> action`` of the env (``EvalEnv.hold_action_for``); None: absolute control, the state.
+    """
+
+    def __init__(self, metadata: PolicyMetadata, hold: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        if hold is None and metadata.state_dim != metadata.action_dim:
             raise UsageError(f"the hold baseline commands the current state, but state has {metadata.state_dim} "
                              f"dims and actions {metadata.action_dim}")
         self.metadata = attrs.evolve(metadata, model_name="baseline:hold", action_horizon=1)
+        self._hold = hold or _absolute_hold
+        # The env's rule runs once here, so a layout it cannot hold (its UsageError) stops before any rollout.
+        probe = np.asarray(self._hold(np.zeros(metadata.state_dim, np.float32))).reshape(-1)
+        if probe.shape != (metadata.action_dim,):
+            raise UsageError(f"the hold baseline's action has {probe.size} values, the env takes "
+                             f"{metadata.action_dim}")
 
     def predict_action(self, observation: Mapping[str, Any]) -> np.ndarray:
-        """``[[state]]``."""
-        return np.asarray(observation[self.metadata.state_key], dtype=np.float32).reshape(1, -1)
+        """``[[hold action of the observed state]]``."""
+        state = np.asarray(observation[self.metadata.state_key], dtype=np.float32)
+        return np.asarray(self._hold(state), dtype=np.float32).reshape(1, -1)
 
     def reset(self) -> None:
         """Nothing to reset."""
@@ -68,10 +86,12 @@ def mean_action_of(checkpoint: str, action_key: str) -> np.ndarray:
     return np.asarray(stats[action_key]["mean"], dtype=np.float32)
 
 
-def make_baseline(name: str, metadata: PolicyMetadata, *, checkpoint: str | None) -> Any:
-    """The baseline ``name`` for an environment whose layout ``metadata`` describes."""
+def make_baseline(name: str, metadata: PolicyMetadata, *, checkpoint: str | None,
+                  hold: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
+    """The baseline ``name`` for an environment whose layout ``metadata`` describes (``hold``: its
+    ``state -> action`` that keeps the robot still; None: the state itself)."""
     if name == "hold":
-        return HoldPolicy(metadata)
+        return HoldPolicy(metadata, hold)
     if name == "mean_action":
         if not checkpoint:
             raise UsageError("the mean_action baseline reads the training statistics of a local checkpoint; "

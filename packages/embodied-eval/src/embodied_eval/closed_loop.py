@@ -10,7 +10,6 @@ print(report.summary["success_rate"])
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,8 +23,9 @@ from embodied_core import registry
 from embodied_core.errors import UsageError
 from embodied_core.registry.groups import ENVS
 from embodied_eval.baselines import BASELINES, make_baseline
+from embodied_eval.env_options import resolve_env
 from embodied_eval.envs.base import EvalEnv
-from embodied_eval.report import render_table, summarize, write_json
+from embodied_eval.report import render_table, render_task_table, summarize, summarize_tasks, write_json
 from embodied_eval.rollout import EpisodeResult, RolloutSettings, run_episodes
 from embodied_eval.video import GRID_EPISODES, write_episode_video, write_grid_video
 
@@ -69,14 +69,6 @@ def _check_settings(settings: RolloutSettings, baselines: Sequence[str]) -> None
         problems.append(f"--baselines {', '.join(unknown)}: valid baselines are {', '.join(BASELINES)}")
     if problems:
         raise UsageError("; ".join(problems))
-
-
-def _check_options(env: str, factory: Callable[..., EvalEnv], options: Mapping[str, Any]) -> None:
-    accepted = [name for name, p in inspect.signature(factory).parameters.items()
-                if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "max_steps"]
-    unknown = [name for name in options if name not in accepted]
-    if unknown:
-        raise UsageError(f"--env-option {', '.join(unknown)}: {env} accepts {', '.join(accepted) or 'no options'}")
 
 
 class _PolicyPool:
@@ -129,17 +121,19 @@ def _video_writer(video_dir: Path, fps: float) -> tuple[Callable[[EpisodeResult,
 
 
 def _run(name: str, make_policy: Callable[[], Any], make_env: Callable[[], EvalEnv], settings: RolloutSettings,
-         *, output_dir: Path, fps: float, show_progress: bool) -> tuple[list[EpisodeResult], float]:
+         *, output_dir: Path, fps: float, show_progress: bool, tasks: tuple[str, ...]
+         ) -> tuple[list[EpisodeResult], float]:
     on_frames, kept = (None, {})
     if settings.video_dir is not None:
         on_frames, kept = _video_writer(output_dir / "videos", fps)
     started = time.perf_counter()
     if show_progress:
-        progress, advance = _progress(settings.num_episodes, name)
+        progress, advance = _progress(settings.num_episodes * max(1, len(tasks)), name)
         with progress:
-            results = run_episodes(make_policy, make_env, settings, on_episode=advance, on_frames=on_frames)
+            results = run_episodes(make_policy, make_env, settings, on_episode=advance, on_frames=on_frames,
+                                   tasks=tasks)
     else:
-        results = run_episodes(make_policy, make_env, settings, on_frames=on_frames)
+        results = run_episodes(make_policy, make_env, settings, on_frames=on_frames, tasks=tasks)
     if kept:
         write_grid_video(output_dir / "videos" / "grid.mp4", [kept[i] for i in sorted(kept)], fps=fps)
     return results, time.perf_counter() - started
@@ -148,19 +142,24 @@ def _run(name: str, make_policy: Callable[[], Any], make_env: Callable[[], EvalE
 def evaluate(checkpoint: str | Path | None = None, *, env: str, settings: RolloutSettings | None = None,
              output_dir: str | Path = "outputs/eval", server: str | None = None, api_key: str | None = None,
              device: str = "cpu", policy_seed: int = 0, baselines: Sequence[str] = (),
-             env_options: Mapping[str, Any] | None = None, show_progress: bool = True) -> EvalReport:
+             env_options: Mapping[str, Any] | None = None, env_flags: Mapping[str, str] | None = None,
+             show_progress: bool = True) -> EvalReport:
     """Closed-loop evaluation of ``checkpoint`` (or of the policy ``server`` serves) in env plugin ``env``.
 
     Writes ``<output_dir>/eval.json`` (and ``baselines/<name>/eval.json`` per baseline, measured on the same
-    episode seeds), videos under ``videos/`` when ``settings.video_dir`` is set, and returns the report.
+    episode seeds), videos under ``videos/`` when ``settings.video_dir`` is set, and returns the report. An env
+    with several tasks runs ``settings.num_episodes`` per task and eval.json adds ``tasks`` (per task, per
+    group, overall, and the mean of the group means; see :func:`~embodied_eval.report.summarize_tasks`).
+
+    Args:
+        env_options: the env's options (``--env-option``; from Python: field values of its options class).
+        env_flags: its option flags as typed (``{"task": "reach-v3"}``), parsed by the options class.
     """
     settings = settings or RolloutSettings()
     _check_settings(settings, baselines)
     if (checkpoint is None) == (server is None):
         raise UsageError("give either CHECKPOINT or --server URL")
-    factory = check_env(env)
-    options = dict(env_options or {})
-    _check_options(env, factory, options)
+    factory, options = resolve_env(env, flags=env_flags, env_options=env_options)
     output_dir = Path(output_dir)
 
     def load() -> Any:
@@ -180,47 +179,57 @@ def evaluate(checkpoint: str | Path | None = None, *, env: str, settings: Rollou
                          f"{metadata.action_horizon}")
 
     def make_env() -> EvalEnv:
-        return factory(metadata, max_steps=settings.max_steps, **options)
+        return factory(metadata, max_steps=settings.max_steps)
 
     probe = make_env()  # checks the env fits the policy before any rollout
     fps = probe.layout.fps if metadata.fps is None else metadata.fps
+    tasks, groups, hold = probe.tasks, probe.task_groups, probe.hold_action_for
+    env_record = {"name": env, "versions": probe.versions, "max_steps": settings.max_steps or probe.max_steps,
+                  "options": options, "action_semantics": probe.action_semantics, **probe.describe()}
     probe.close()
 
     policy_settings = attrs.evolve(settings, video_dir=output_dir / "videos" if settings.video_dir else None)
     results, wall_s = _run(metadata.model_name, _PolicyPool(first, load), make_env, policy_settings,
-                           output_dir=output_dir, fps=fps, show_progress=show_progress)
-    env_record = {"name": env, "versions": probe.versions, "max_steps": settings.max_steps or probe.max_steps,
-                  "options": options}
+                           output_dir=output_dir, fps=fps, show_progress=show_progress, tasks=tasks)
     document = _document(kind="server" if server else "checkpoint", name=metadata.model_name, metadata=metadata,
-                         server=server, env=env_record, settings=settings, results=results, wall_s=wall_s)
+                         server=server, env=env_record, settings=settings, results=results, wall_s=wall_s,
+                         groups=groups if tasks else None)
     write_json(output_dir / "eval.json", document)
-    rows = [{"name": f"{metadata.model_name} (step {metadata.step})" if metadata.step is not None
-             else metadata.model_name, **document["summary"]}]
+    policy_name = (f"{metadata.model_name} (step {metadata.step})" if metadata.step is not None
+                   else metadata.model_name)
+    rows = [{"name": policy_name, **document["summary"]}]
+    per_task = {policy_name: document["tasks"]} if tasks else {}
 
     baseline_docs: dict[str, dict[str, Any]] = {}
     local_checkpoint = str(checkpoint) if checkpoint is not None else metadata.checkpoint
     for name in baselines:
-        baseline = make_baseline(name, metadata, checkpoint=local_checkpoint)
+        baseline = make_baseline(name, metadata, checkpoint=local_checkpoint, hold=hold)
         out = output_dir / "baselines" / name
         runs = attrs.evolve(settings, replan_steps=1, ensemble_decay=None,
                             video_dir=out / "videos" if settings.video_dir else None)
         b_results, b_wall = _run(f"baseline {name}", lambda b=baseline: b, make_env, attrs.evolve(runs, num_envs=1),
-                                 output_dir=out, fps=fps, show_progress=show_progress)
+                                 output_dir=out, fps=fps, show_progress=show_progress, tasks=tasks)
         doc = _document(kind="baseline", name=name, metadata=baseline.metadata, server=None, env=env_record,
-                        settings=runs, results=b_results, wall_s=b_wall)
+                        settings=runs, results=b_results, wall_s=b_wall, groups=groups if tasks else None)
         write_json(out / "eval.json", doc)
         baseline_docs[name] = doc
         rows.append({"name": f"baseline: {name}", **doc["summary"]})
-    table = render_table(rows, title=f"{env}: {settings.num_episodes} episodes, seeds {settings.seed}.."
-                                     f"{settings.seed + settings.num_episodes - 1}")
+        if tasks:
+            per_task[f"baseline: {name}"] = doc["tasks"]
+    seeds = f"seeds {settings.seed}..{settings.seed + settings.num_episodes - 1}"
+    per = f" per task x {len(tasks)} tasks" if len(tasks) > 1 else ""
+    table = render_table(rows, title=f"{env}: {settings.num_episodes} episodes{per}, {seeds}")
+    if len(tasks) > 1:
+        table += "\n" + render_task_table(per_task, title=f"{env}: success per task and group")
     return EvalReport(document=document, baselines=baseline_docs, table=table, path=output_dir / "eval.json")
 
 
 def _document(*, kind: str, name: str, metadata: Any, server: str | None, env: dict[str, Any],
-              settings: RolloutSettings, results: Sequence[EpisodeResult], wall_s: float) -> dict[str, Any]:
+              settings: RolloutSettings, results: Sequence[EpisodeResult], wall_s: float,
+              groups: Mapping[str, Sequence[str]] | None) -> dict[str, Any]:
     from embodied_core.config.provenance import embodied_versions
 
-    return {
+    document = {
         "policy": {"kind": kind, "name": name, "server": server, "metadata": metadata.to_dict()},
         "env": env,
         "settings": {"episodes": settings.num_episodes, "seed": settings.seed, "num_envs": settings.num_envs,
@@ -231,3 +240,6 @@ def _document(*, kind: str, name: str, metadata: Any, server: str | None, env: d
         "versions": embodied_versions(),
         "wall_s": wall_s,
     }
+    if groups is not None:
+        document["tasks"] = summarize_tasks(results, groups)
+    return document

@@ -4,8 +4,10 @@ no simulator)."""
 from __future__ import annotations
 
 from embodied_core.registry.specs import PluginSpec
+from embodied_eval.envs.metaworld.options import MetaworldOptions
 
-__all__ = ["ALOHA_INSERTION", "ALOHA_TRANSFER_CUBE", "EVAL_COMMAND", "PUSHT", "SERVE_COMMAND", "SYNTH_REACH"]
+__all__ = ["ALOHA_INSERTION", "ALOHA_TRANSFER_CUBE", "EVAL_COMMAND", "METAWORLD", "PUSHT",
+           "SERVE_COMMAND", "SYNTH_REACH"]
 
 SERVE_COMMAND = PluginSpec(name="serve", description="serve a checkpoint over openpi's websocket protocol",
                            factory="embodied_eval.cli.serve:main")
@@ -26,3 +28,9 @@ ALOHA_TRANSFER_CUBE = PluginSpec(name="aloha_transfer_cube",
                                  factory="embodied_eval.envs.aloha:make_transfer_cube", requires=("gym_aloha",),
                                  install_hint="pip install 'embodied-eval[aloha]' (rendering: MUJOCO_GL=egl or "
                                               "osmesa)")
+METAWORLD = PluginSpec(name="metaworld",
+                       description="MetaWorld v3 tasks (Sawyer arm, MuJoCo) with lerobot 0.6.1's env conventions; "
+                                   "--task or --suite, scripted experts",
+                       factory="embodied_eval.envs.metaworld.plugin:make_env", requires=("metaworld", "mujoco"),
+                       install_hint="pip install 'embodied-eval[metaworld]' (rendering: MUJOCO_GL=egl or osmesa)",
+                       options=MetaworldOptions)

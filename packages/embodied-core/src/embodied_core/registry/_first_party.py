@@ -45,7 +45,7 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "embodied-eval": {
         groups.COMMANDS: ("eval", "serve"),
-        groups.ENVS: ("aloha_insertion", "aloha_transfer_cube", "pusht", "synth_reach"),
+        groups.ENVS: ("aloha_insertion", "aloha_transfer_cube", "metaworld", "pusht", "synth_reach"),
     },
 }
 """``{distribution: {group: names}}`` of the plugins each first-party distribution registers."""

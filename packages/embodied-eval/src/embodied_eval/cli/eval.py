@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from embodied_core.cli.arguments import index_list
+from embodied_eval.env_options import add_option_flags, flag_values, options_class, scan_env
 
 __all__ = ["build_parser", "main"]
 
@@ -20,8 +21,8 @@ def _env_option(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``embodied eval``."""
+def build_parser(env: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of ``embodied eval``; with ``env``, plus the option flags that env plugin declares."""
     parser = argparse.ArgumentParser(
         prog="embodied eval",
         description="Evaluate a checkpoint: closed-loop episodes in a simulator (--env), through a running "
@@ -30,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  embodied eval outputs/main_job --env synth_reach --episodes 50 --baselines hold,mean_action\n"
                "  embodied eval --server ws://127.0.0.1:8000 --env synth_reach --episodes 20\n"
                "  embodied eval outputs/main_job --offline outputs/synth_reach --offline-episodes 20-23\n"
-               "environments: `embodied plugins --group envs`",
+               "  embodied eval outputs/mw --env metaworld --suite easy --episodes 10 --seed 1000\n"
+               "environments: `embodied plugins --group envs`; an env's own flags: --env NAME --help",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", nargs="?", default=None,
                         help="checkpoint folder, run output dir or exported policy folder (omit with --server)")
@@ -64,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     offline.add_argument("--offline-episodes", type=index_list, default=None, metavar="LIST",
                          help="episodes to evaluate, e.g. 20-23 (default: the last 20%%)")
     offline.add_argument("--offline-stride", type=int, default=1, help="evaluate every N-th frame (default 1)")
+    options = options_class(env)
+    if options is not None:
+        add_option_flags(parser, options, env=str(env))
     return parser
 
 
@@ -91,7 +96,7 @@ def main(argv: Sequence[str]) -> int:
     """Runs ``embodied eval`` with ``argv`` (the arguments after ``eval``); returns the exit code."""
     from embodied_core.errors import UsageError
 
-    args = build_parser().parse_args(list(argv))
+    args = build_parser(scan_env(argv)).parse_args(list(argv))
     if args.offline is not None:
         return _run_offline(args)
     if args.env is None:
@@ -114,7 +119,8 @@ def main(argv: Sequence[str]) -> int:
     baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
     report = evaluate(args.checkpoint, env=args.env, settings=settings, output_dir=output_dir, server=args.server,
                       api_key=args.api_key, device=args.device, policy_seed=args.policy_seed, baselines=baselines,
-                      env_options=dict(args.env_option), show_progress=not args.no_progress)
+                      env_options=dict(args.env_option), env_flags=flag_values(args),
+                      show_progress=not args.no_progress)
     print(report.table)
     print(f"wrote {report.path}" + (" and baselines/*/eval.json" if baselines else "")
           + (f"; videos in {output_dir / 'videos'}" if args.video else ""))

@@ -1,16 +1,26 @@
 """What ``embodied eval`` asks of an environment plugin (group ``embodied.envs``), and the adapter for gymnasium
 environments whose observations look like gym-pusht's and gym-aloha's.
 
-An env plugin's factory is ``make_env(metadata, **options) -> EvalEnv``: ``metadata`` is the policy's
-:class:`~embodied_core.protocols.PolicyMetadata` (the env renders the cameras and size the policy reads), or
-None for a baseline without a checkpoint (the env then uses its own layout, :attr:`EvalEnv.layout`).
+An env plugin's factory is ``make_env(metadata, *, max_steps=None, **options) -> EvalEnv``: ``metadata`` is the
+policy's :class:`~embodied_core.protocols.PolicyMetadata` (the env renders the cameras and size the policy reads),
+or None for a baseline without a checkpoint (the env then uses its own layout, :attr:`EvalEnv.layout`). Its
+options are either keyword arguments (``--env-option KEY=VALUE``) or, when its ``PluginSpec`` declares an
+``options`` attrs class, one structured instance passed as ``options=`` (each field is then also a flag of
+``embodied eval`` and ``embodied data collect``: ``task`` -> ``--task``).
+
+What an env declares beyond observations (the evaluator and ``embodied data collect`` stay generic):
+
+- :attr:`EvalEnv.tasks` and :attr:`EvalEnv.task_groups`: the tasks an episode can be started in (the evaluator
+  runs ``--episodes`` per task and reports per task and per group);
+- :attr:`EvalEnv.action_semantics` and :meth:`EvalEnv.hold_action_for`: what the ``hold`` baseline sends;
+- :attr:`EvalEnv.has_expert` and :meth:`EvalEnv.expert_action`: a scripted expert to record demonstrations with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from importlib import metadata as importlib_metadata
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -18,7 +28,11 @@ import numpy as np
 from embodied_core.errors import UsageError
 from embodied_core.protocols import PolicyMetadata
 
-__all__ = ["EnvLayout", "EvalEnv", "Step", "distribution_versions", "match_cameras"]
+__all__ = ["ACTION_SEMANTICS", "EnvLayout", "EvalEnv", "Step", "distribution_versions", "match_cameras"]
+
+ACTION_SEMANTICS = ("absolute", "delta")
+"""``absolute``: an action is a target in the state's layout (holding still = sending the state);
+``delta``: an action is a motion (holding still = no motion, see :meth:`EvalEnv.hold_action_for`)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -102,6 +116,9 @@ class EvalEnv:
         versions: distribution versions recorded in eval.json.
     """
 
+    action_semantics: ClassVar[str] = "absolute"
+    """One of :data:`ACTION_SEMANTICS`; gym-pusht, gym-aloha and synth_reach take absolute position targets."""
+
     def __init__(self, env: Any, *, name: str, layout: EnvLayout, metadata: PolicyMetadata | None,
                  cameras: tuple[str, ...], max_steps: int, versions: Mapping[str, str]) -> None:
         self.env = env
@@ -114,6 +131,8 @@ class EvalEnv:
         self._check_dims()
         self._task = layout.task
         self._state = np.zeros(layout.state_dim, np.float32)
+        self._frames: dict[str, np.ndarray] = {}
+        self._video_camera = cameras[0]
 
     def _check_dims(self) -> None:
         meta, layout = self.metadata, self.layout
@@ -128,8 +147,30 @@ class EvalEnv:
             raise UsageError(f"{self.name} does not fit the policy {meta.model_name} ({meta.checkpoint}): "
                              + "; ".join(problems))
 
-    def reset(self, seed: int) -> dict[str, Any]:
-        """Starts an episode from ``seed``; returns the observation in the policy's keys."""
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """Tasks :meth:`reset` can start an episode in; empty: the env's one task (``reset(seed)`` only)."""
+        return ()
+
+    @property
+    def task_groups(self) -> Mapping[str, tuple[str, ...]]:
+        """``{group: tasks}`` the evaluator also reports (lerobot's difficulty groups); empty: none."""
+        return {}
+
+    @property
+    def task_text(self) -> str:
+        """The instruction of the current episode (what a language-conditioned policy reads as ``task``)."""
+        return self._task
+
+    def describe(self) -> dict[str, Any]:
+        """The env's settings recorded in eval.json and a collected dataset (rendering, tasks); JSON-ready."""
+        return {}
+
+    def reset(self, seed: int, *, task: str | None = None) -> dict[str, Any]:
+        """Starts an episode from ``seed`` (in ``task``, one of :attr:`tasks`, when the env has several);
+        returns the observation in the policy's keys."""
+        if task is not None:
+            raise UsageError(f"{self.name} has one task; it cannot start an episode in {task!r}")
         raw, info = self.env.reset(seed=seed)
         self._task = str(info.get("task", self.layout.task))
         return self._observation(raw)
@@ -141,12 +182,45 @@ class EvalEnv:
         return Step(self._observation(raw), float(reward), bool(terminated or truncated or success), success)
 
     def hold_action(self) -> np.ndarray:
-        """An action that keeps the robot where it is: the current state (absolute position control)."""
-        return self._state.copy()
+        """An action that keeps the robot where it is now (:meth:`hold_action_for` of the current state)."""
+        return self.hold_action_for(self._state)
+
+    def hold_action_for(self, state: np.ndarray) -> np.ndarray:
+        """The action that keeps a robot in ``state`` where it is; uses no simulator state, so the ``hold``
+        baseline can call it with observed states. Absolute control: the state itself."""
+        state = np.asarray(state, dtype=np.float32).reshape(-1)
+        if state.shape != (self.layout.action_dim,):
+            raise UsageError(f"{self.name}: holding still means commanding the current state, but state has "
+                             f"{state.size} dims and actions {self.layout.action_dim}")
+        return state.copy()
+
+    @property
+    def has_expert(self) -> bool:
+        """Whether :meth:`expert_action` works (a scripted expert ``embodied data collect`` can record)."""
+        return False
+
+    def expert_action(self) -> np.ndarray:
+        """The scripted expert's action for the current state, in dataset units (may exceed the action
+        space: the recorder clips it)."""
+        raise UsageError(f"{self.name} has no scripted expert (envs with one: `embodied data collect --help`)")
+
+    @property
+    def action_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(low, high)`` of the env's action space (what recorded actions are clipped to), or None."""
+        space = getattr(self.env, "action_space", None)
+        if space is None or not hasattr(space, "low"):
+            return None
+        return np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
 
     def render(self) -> np.ndarray:
         """A uint8 HxWx3 picture of the scene for videos."""
         return np.asarray(self.env.render())
+
+    def video_frame(self) -> np.ndarray:
+        """The frame for a video of the current step: the last observation's frame of the env's first camera
+        (at the env's render size, before any resize), so a video costs no second render."""
+        frame = self._frames.get(self._video_camera)
+        return frame if frame is not None else self.render()
 
     def close(self) -> None:
         """Releases the simulator."""
@@ -156,9 +230,11 @@ class EvalEnv:
         pixels = raw["pixels"]
         height, width, _ = self.metadata.image_shape
         out: dict[str, Any] = {}
+        self._frames = {}
         for key, camera in self._cameras.items():
-            frame = pixels[camera] if isinstance(pixels, Mapping) else pixels
-            out[key] = _resize(np.ascontiguousarray(frame, dtype=np.uint8), height, width)
+            frame = np.ascontiguousarray(pixels[camera] if isinstance(pixels, Mapping) else pixels, dtype=np.uint8)
+            self._frames[camera] = frame
+            out[key] = _resize(frame, height, width)
         self._state = np.asarray(raw["agent_pos"], dtype=np.float32)
         out[self.metadata.state_key] = self._state.copy()
         if self.metadata.needs_task:

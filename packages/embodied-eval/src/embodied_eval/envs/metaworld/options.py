@@ -1,0 +1,32 @@
+"""Options of the ``metaworld`` env plugin (``PluginSpec.options``; no simulator import)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+__all__ = ["DEFAULT_IMAGE_SIZE", "MetaworldOptions"]
+
+DEFAULT_IMAGE_SIZE = 128
+"""Frame side of the fast look when no policy says otherwise."""
+
+
+def _image_size(instance: Any, attribute: attrs.Attribute, value: int | None) -> None:
+    if value is not None and not (32 <= value <= 480 and value % 2 == 0):
+        raise ValueError(f"image_size must be even and within 32..480 (got {value})")
+
+
+@attrs.frozen(kw_only=True)
+class MetaworldOptions:
+    """What ``--env metaworld`` runs and how it renders."""
+
+    task: str | None = None
+    """MetaWorld v3 task, or several comma-separated (button-press-topdown-v3); or use suite."""
+    suite: str | None = None
+    """A task list: easy, medium, hard, very_hard (lerobot's difficulty groups) or mt10 (MetaWorld's MT10)."""
+    render: Literal["fast", "lerobot"] = "fast"
+    """fast: image_size frames without shadows or anti-aliasing; lerobot: 480 x 480 frames in MetaWorld's
+    default look, exactly what lerobot-eval gives a policy (for checkpoints trained on lerobot's data)."""
+    image_size: int | None = attrs.field(default=None, validator=_image_size)
+    """Frame side rendered by MetaWorld with render fast (default: the policy's frame size, else 128)."""
