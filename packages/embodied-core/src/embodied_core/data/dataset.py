@@ -1,9 +1,10 @@
 """The training dataset as core receives it from a dataset format, and the statistics core resolves from it.
 
-A format's factory returns a :class:`~embodied_core.protocols.TrainingDataset`; :func:`build_training_dataset`
-checks that it implements every member (an error naming the format and each missing member otherwise), and
-:func:`resolve_stats` reads its statistics once, as plain float64 arrays, for the model's ``make_transforms``
-and the checkpoint.
+A format's factory returns a map-style dataset (any object with ``__len__`` and ``__getitem__``);
+:func:`build_training_dataset` gives it the members of :class:`~embodied_core.protocols.TrainingDataset` it lacks
+(:func:`embodied_core.data.map_dataset.adapt_dataset`: MapDataset's defaults, or the format spec's
+``dataset_defaults``), and :func:`resolve_stats` reads its statistics once, as plain float64 arrays, for the
+model's ``make_transforms`` and the checkpoint.
 """
 
 from __future__ import annotations
@@ -16,26 +17,34 @@ import numpy as np
 from embodied_core import registry
 from embodied_core.errors import DataError, PluginError
 from embodied_core.protocols import DATASET_MEMBERS, DatasetFeature, TrainingDataset, missing_members
-from embodied_core.registry import groups
+from embodied_core.registry import DatasetFormatSpec, groups
 
 __all__ = ["build_training_dataset", "check_training_dataset", "resolve_features", "resolve_stats"]
 
 
 def check_training_dataset(dataset: Any, *, format_name: str) -> TrainingDataset:
-    """``dataset`` when it implements :class:`TrainingDataset`; else a PluginError naming each missing member."""
+    """``dataset`` when it implements every member of :class:`TrainingDataset` itself; else a PluginError naming
+    each missing member (:func:`build_training_dataset` adapts a dataset first)."""
     missing = missing_members(dataset, ("__len__", "__getitem__", *DATASET_MEMBERS))
     if missing:
         raise PluginError(
             f"--dataset-format {format_name}: the dataset it built ({type(dataset).__name__}) lacks "
             f"{', '.join(missing)} of the training-dataset protocol (embodied_core.protocols.TrainingDataset: "
-            f"{', '.join(DATASET_MEMBERS)}); the format's factory must return a dataset implementing all of them")
+            f"{', '.join(DATASET_MEMBERS)}); adapt it with embodied_core.data.map_dataset.adapt_dataset or derive "
+            "it from embodied_core.data.MapDataset for the defaults")
     return dataset
 
 
 def build_training_dataset(args: Any, data_config: Any) -> TrainingDataset:
-    """The ``--dataset-format`` plugin's dataset for the model's data config, checked against the protocol."""
+    """The ``--dataset-format`` plugin's dataset for the model's data config, with every protocol member (the
+    defaults of :class:`embodied_core.data.MapDataset`, or its spec's ``dataset_defaults``, for those it lacks)."""
+    from embodied_core.data.map_dataset import adapt_dataset
+
+    spec = registry.get_spec(groups.DATASET_FORMATS, args.dataset_format, flag="--dataset-format")
     factory = registry.load_factory(groups.DATASET_FORMATS, args.dataset_format, flag="--dataset-format")
-    return check_training_dataset(factory(args, data_config), format_name=args.dataset_format)
+    defaults = spec.dataset_defaults if isinstance(spec, DatasetFormatSpec) else None
+    dataset = adapt_dataset(factory(args, data_config), format_name=args.dataset_format, defaults=defaults)
+    return check_training_dataset(dataset, format_name=args.dataset_format)
 
 
 def _as_array(value: Any, *, where: str) -> np.ndarray:

@@ -20,10 +20,11 @@ from embodied_core.registry._discovery import (
 from embodied_core.registry._first_party import install_hint
 from embodied_core.registry._paths import ObjectPath, import_object
 from embodied_core.registry._registry import get_entry, get_spec, load_factory, load_object, names
-from embodied_core.registry.specs import DatasetFormatSpec, ModelSpec, PluginSpec
+from embodied_core.registry.specs import DatasetDefaults, DatasetFormatSpec, ModelSpec, PluginSpec
 
 __all__ = [
     "PLUGINS_ENV_VAR",
+    "DatasetDefaults",
     "DatasetFormatSpec",
     "GroupEntries",
     "ModelSpec",

@@ -13,9 +13,10 @@ from typing import Any
 import attrs
 
 from embodied_core.api_version import parse_requires_api
+from embodied_core.protocols import DatasetFeature
 from embodied_core.registry._paths import ObjectPath, import_object
 
-__all__ = ["DatasetFormatSpec", "ModelSpec", "PluginSpec", "import_object"]
+__all__ = ["DatasetDefaults", "DatasetFormatSpec", "ModelSpec", "PluginSpec", "import_object"]
 
 
 def _object_path(instance: Any, attribute: attrs.Attribute, value: str | None) -> None:
@@ -137,13 +138,54 @@ class ModelSpec(PluginSpec):
         return import_object(self.transforms) if self.transforms else None
 
 
+def _positive(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if value < 1:
+        raise ValueError(f"{type(instance).__name__}.{attribute.name} must be >= 1 (got {value!r})")
+
+
+def _features(instance: Any, attribute: attrs.Attribute, value: tuple[DatasetFeature, ...] | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, tuple) or not all(isinstance(f, DatasetFeature) for f in value):
+        raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a tuple of "
+                         f"embodied_core.protocols.DatasetFeature (got {value!r})")
+    keys = [f.key for f in value]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{type(instance).__name__}.{attribute.name} declares a key twice: {keys}")
+
+
+@attrs.frozen(kw_only=True)
+class DatasetDefaults:
+    """What a dataset format declares in place of the :class:`embodied_core.data.MapDataset` defaults, for the
+    members its datasets do not implement themselves (``DatasetFormatSpec.dataset_defaults``).
+
+    Setting a value for a member the format's dataset implements itself is a PluginError (two sources for one
+    member); members left None keep MapDataset's default.
+    """
+
+    fps: float | None = None
+    """Frames per second of the recordings (default: None, no time base)."""
+    features: tuple[DatasetFeature, ...] | None = attrs.field(default=None, validator=_features)
+    """The features, in order (default: inferred from the first sample)."""
+    stats: str | None = attrs.field(default=None, validator=_object_path)
+    """``"module:attr"`` of ``stats(dataset) -> {key: {stat: array}}`` (default: computed from a bounded sample of
+    items)."""
+    episode_ranges: str | None = attrs.field(default=None, validator=_object_path)
+    """``"module:attr"`` of ``episode_ranges(dataset) -> [(start, end), ...]`` (default: one episode, all items)."""
+    stats_sample_size: int | None = attrs.field(default=None, validator=attrs.validators.optional(_positive))
+    """How many evenly spaced items the computed stats read at most (default:
+    ``MapDataset.stats_sample_size``, 1024)."""
+
+
 @attrs.frozen(kw_only=True)
 class DatasetFormatSpec(PluginSpec):
     """Spec of a dataset format (group ``embodied.dataset_formats``).
 
     Attributes:
         factory: ``"module:attr"`` of ``build_dataset(args: TrainingArgs, data_config) -> Dataset``
-            returning sample dicts with the LeRobot keys (DESIGN 5).
+            returning sample dicts with the LeRobot keys (DESIGN 5): any object with ``__len__`` and
+            ``__getitem__`` (a list of dicts); core gives it the other members of
+            :class:`embodied_core.protocols.TrainingDataset` it lacks (``embodied_core.data.MapDataset``).
         uses_flags: ``TrainingArgs`` fields this format reads beyond the common data flags. A data flag
             set away from its default that the selected format does not read is an error, never ignored.
         needs_path: whether ``--dataset-path`` is required.
@@ -153,12 +195,16 @@ class DatasetFormatSpec(PluginSpec):
             the features samples will carry, from metadata alone; core fills the data fields the user left
             unset (``state_dim``, ``action_dim``, ``camera_keys``, ``state_names``, ``action_names``) from it
             and reports set ones that disagree. None: those fields must be set.
+        dataset_defaults: values replacing the defaults of the training-dataset members the factory's dataset
+            does not implement (:class:`DatasetDefaults`); None: :class:`embodied_core.data.MapDataset`'s.
     """
 
     uses_flags: tuple[str, ...] = ()
     needs_path: bool = True
     preflight: str | None = attrs.field(default=None, validator=_object_path)
     infer: str | None = attrs.field(default=None, validator=_object_path)
+    dataset_defaults: DatasetDefaults | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(DatasetDefaults)))
 
     def run_preflight(self, args: Any, data_config: Any) -> list[str]:
         """Problems the format finds without loading data; [] when it declares no preflight."""
