@@ -6,13 +6,17 @@ from __future__ import annotations
 from embodied_core.registry.specs import PluginSpec
 from embodied_eval.envs.metaworld.options import MetaworldOptions
 
-__all__ = ["ALOHA_INSERTION", "ALOHA_TRANSFER_CUBE", "EVAL_COMMAND", "METAWORLD", "PUSHT",
+__all__ = ["ALOHA_INSERTION", "ALOHA_TRANSFER_CUBE", "COLLECT_COMMAND", "EVAL_COMMAND", "METAWORLD", "PUSHT",
            "SERVE_COMMAND", "SYNTH_REACH"]
 
 SERVE_COMMAND = PluginSpec(name="serve", description="serve a checkpoint over openpi's websocket protocol",
                            factory="embodied_eval.cli.serve:main")
 EVAL_COMMAND = PluginSpec(name="eval", description="closed-loop rollouts in a simulator, or open-loop on a dataset",
                           factory="embodied_eval.cli.eval:main")
+COLLECT_COMMAND = PluginSpec(name="data-collect",
+                             description="record an env plugin's scripted expert as a LeRobot v3.0 dataset "
+                                         "(`embodied data collect`)",
+                             factory="embodied_eval.cli.collect:main")
 
 SYNTH_REACH = PluginSpec(name="synth_reach",
                          description="the point-arm reaching task of `embodied data synth` (no extra dependency)",

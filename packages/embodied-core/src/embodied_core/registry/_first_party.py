@@ -44,7 +44,7 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
         groups.COMMANDS: ("checkpoint",),
     },
     "embodied-eval": {
-        groups.COMMANDS: ("eval", "serve"),
+        groups.COMMANDS: ("data-collect", "eval", "serve"),
         groups.ENVS: ("aloha_insertion", "aloha_transfer_cube", "metaworld", "pusht", "synth_reach"),
     },
 }

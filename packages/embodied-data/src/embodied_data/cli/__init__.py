@@ -4,6 +4,7 @@
 embodied data inspect PATH [--deep] [--json] version, episodes, features, codecs in the files, problems
 embodied data synth OUTPUT [--episodes N ...] a small LeRobot v3.0 dataset of a visual reaching task
 embodied data stats PATH [--episodes ...]    per-feature stats and where they come from
+embodied data collect --env ENV --out DIR ...  an env's scripted expert as a dataset (embodied-eval's data-collect)
 ```
 """
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-__all__ = ["TASKS", "Episode", "TaskParams", "render_frames", "simulate_episode"]
+__all__ = ["TASKS", "Episode", "TaskParams", "expert_command", "render_frames", "simulate_episode"]
 
 TASKS = ("move the arm to the red target", "move the arm to the green target")
 """Task strings; task ``i`` names target ``i``."""
@@ -77,6 +77,16 @@ def _target_path(rng: np.random.Generator, length: int, fps: float, params: Task
     return path
 
 
+def expert_command(arm: np.ndarray, goal: np.ndarray, params: TaskParams) -> np.ndarray:
+    """The recorded expert's command: ``gain`` of the way from the end-point ``arm`` to the target ``goal``, at most
+    ``max_step`` long, inside the workspace."""
+    step = params.gain * (np.asarray(goal, np.float64) - arm)
+    norm = float(np.linalg.norm(step))
+    if norm > params.max_step:
+        step *= params.max_step / norm
+    return np.clip(arm + step, -1.0, 1.0)
+
+
 def simulate_episode(rng: np.random.Generator, *, length: int, fps: float, task_index: int,
                      params: TaskParams) -> Episode:
     """Simulates one episode; everything random comes from ``rng``."""
@@ -87,11 +97,7 @@ def simulate_episode(rng: np.random.Generator, *, length: int, fps: float, task_
     arm = rng.uniform(-0.8, 0.8, size=2)
     for i in range(length):
         state[i] = arm
-        step = params.gain * (goal[i] - arm)
-        norm = float(np.linalg.norm(step))
-        if norm > params.max_step:
-            step *= params.max_step / norm
-        action[i] = np.clip(arm + step, -1.0, 1.0)
+        action[i] = expert_command(arm, goal[i], params)
         arm = action[i]
     return Episode(task_index=task_index, targets=targets.astype(np.float32), state=state.astype(np.float32),
                    action=action.astype(np.float32))

@@ -25,6 +25,7 @@ import attrs
 import numpy as np
 
 from embodied_core.errors import DataError, UsageError
+from embodied_data.lerobot.writer import write_data_table, write_tasks_table
 from embodied_data.stats.compute import QUANTILES, aggregate_stats, compute_feature_stats, compute_image_stats
 from embodied_data.stats.frames import sample_positions
 from embodied_data.stats.io import write_stats_json
@@ -122,48 +123,11 @@ def _episode_columns(episode: Episode, *, episode_index: int, start: int, fps: i
 
 
 def _write_data_file(path: Path, columns: list[dict[str, np.ndarray]], features: dict[str, Any]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    arrays, hf_features = {}, {}
-    for key in ("observation.state", "action", *_DEFAULT_COLUMNS):
-        values = np.concatenate([c[key] for c in columns])
-        dtype = features[key]["dtype"]
-        if values.ndim == 2:
-            flat = pa.array(values.reshape(-1), type=pa.float32())
-            arrays[key] = pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
-            hf_features[key] = {"feature": {"dtype": dtype, "_type": "Value"}, "length": values.shape[1],
-                                "_type": "List"}
-        else:
-            arrays[key] = pa.array(values)
-            hf_features[key] = {"dtype": dtype, "_type": "Value"}
-    table = pa.table(arrays)
-    # HF-datasets feature metadata, as LeRobot's writer leaves it, so `datasets` restores the exact types.
-    table = table.replace_schema_metadata({"huggingface": json.dumps({"info": {"features": hf_features}})})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
+    write_data_table(path, columns, features, keys=("observation.state", "action", *_DEFAULT_COLUMNS))
 
 
 def _write_tasks(path: Path, tasks: Sequence[str]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    # LeRobot keeps the task string as the pandas index; write the same column and pandas metadata.
-    pandas_meta = {
-        "index_columns": ["__index_level_0__"],
-        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode", "numpy_type": "object",
-                            "metadata": {"encoding": "UTF-8"}}],
-        "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64",
-             "metadata": None},
-            {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode", "numpy_type": "object",
-             "metadata": None},
-        ],
-        "attributes": {}, "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": "2.2.0",
-    }
-    table = pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()), "__index_level_0__": list(tasks)})
-    table = table.replace_schema_metadata({"pandas": json.dumps(pandas_meta)})
-    pq.write_table(table, path)
+    write_tasks_table(path, tasks)
 
 
 def _stats_row(stats: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:

@@ -45,6 +45,10 @@ class EnvLayout:
     action_dim: int
     fps: float
     task: str
+    state_names: tuple[str, ...] | None = None
+    """Names of the state values (recorded in a collected dataset's info.json), or None."""
+    action_names: tuple[str, ...] | None = None
+    """Names of the action values, or None."""
 
     def as_metadata(self, *, model_name: str, checkpoint: str = "") -> PolicyMetadata:
         """A :class:`PolicyMetadata` for a policy made for this layout (the baselines)."""
@@ -196,13 +200,16 @@ class EvalEnv:
 
     @property
     def has_expert(self) -> bool:
-        """Whether :meth:`expert_action` works (a scripted expert ``embodied data collect`` can record)."""
-        return False
+        """Whether :meth:`expert_action` works (a scripted expert ``embodied data collect`` can record): the
+        wrapped env offers ``expert_action()``."""
+        return callable(getattr(self.env, "expert_action", None))
 
     def expert_action(self) -> np.ndarray:
         """The scripted expert's action for the current state, in dataset units (may exceed the action
         space: the recorder clips it)."""
-        raise UsageError(f"{self.name} has no scripted expert (envs with one: `embodied data collect --help`)")
+        if not self.has_expert:
+            raise UsageError(f"{self.name} has no scripted expert to record (`embodied data collect` needs one)")
+        return np.asarray(self.env.expert_action(), dtype=np.float32).reshape(-1)
 
     @property
     def action_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:

@@ -24,7 +24,7 @@ from gymnasium import spaces
 
 from embodied_core.errors import UsageError
 from embodied_core.protocols import PolicyMetadata
-from embodied_data.synth.task import TASKS, Episode, TaskParams, render_frames, simulate_episode
+from embodied_data.synth.task import TASKS, Episode, TaskParams, expert_command, render_frames, simulate_episode
 from embodied_eval.envs.base import EnvLayout, EvalEnv, distribution_versions
 
 __all__ = ["GYM_ID", "SUCCESS_RADIUS", "SynthReachEnv", "make_env"]
@@ -129,6 +129,11 @@ class SynthReachEnv(gym.Env):
         """The episode's instruction (the synth dataset's task text)."""
         return TASKS[self._task_index]
 
+    def expert_action(self) -> np.ndarray:
+        """The synth writer's expert command for now (what a recorded synth episode's action is)."""
+        goal = self._targets[self._task_index, min(self._step, self._targets.shape[1] - 1)]
+        return expert_command(self._arm.astype(np.float64), goal, self.params).astype(np.float32)
+
     def distance(self) -> float:
         """Distance from the end-point to the episode's target now."""
         return float(np.linalg.norm(self._arm - self._targets[self._task_index, self._step]))
@@ -154,7 +159,7 @@ def make_env(metadata: PolicyMetadata | None, *, max_steps: int | None = None, n
     """The ``synth_reach`` plugin: renders the policy's cameras (``observation.images.front`` / ``.wrist``) at its
     image size and control rate; without a policy, the synth writer's defaults (front camera, 96 x 96, 10 fps)."""
     layout = EnvLayout(camera_keys=("observation.images.front",), image_shape=(96, 96, 3), state_dim=2,
-                       action_dim=2, fps=10.0, task=TASKS[0])
+                       action_dim=2, fps=10.0, task=TASKS[0], state_names=("x", "y"), action_names=("x", "y"))
     meta = metadata or layout.as_metadata(model_name="none")
     views = tuple(key.rsplit(".", 1)[-1] for key in meta.camera_keys)
     unknown = [key for key, view in zip(meta.camera_keys, views, strict=True) if view not in VIEWS]

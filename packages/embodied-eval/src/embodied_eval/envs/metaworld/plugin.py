@@ -26,10 +26,15 @@ from embodied_eval.envs.metaworld.gym_env import CAMERA, LEROBOT_IMAGE_SIZE, MAX
 from embodied_eval.envs.metaworld.options import DEFAULT_IMAGE_SIZE, MetaworldOptions
 from embodied_eval.envs.metaworld.tasks import TaskSelection, description, select_tasks
 
-__all__ = ["CAMERA_KEY", "FPS", "MetaworldEvalEnv", "gripper_hold_command", "make_env"]
+__all__ = ["ACTION_NAMES", "CAMERA_KEY", "FPS", "STATE_NAMES", "MetaworldEvalEnv", "gripper_hold_command", "make_env"]
 
 CAMERA_KEY = "observation.image"
 """The key lerobot-eval gives MetaWorld's frame (``features_map``: ``pixels/top`` -> ``observation.image``)."""
+STATE_NAMES = ("x", "y", "z", "gripper_opening")
+"""``agent_pos``: end-effector position (m) and the gripper opening (1 = open)."""
+ACTION_NAMES = ("dx", "dy", "dz", "gripper")
+"""MetaWorld's action: end-effector motion (1 cm per unit, clipped to [-1, 1]) and the gripper command
+(+1 closes, -1 opens)."""
 FPS = 80.0
 """MetaWorld's control rate (``metadata["render_fps"]``: 5 substeps of 2.5 ms)."""
 _FINGER_TRAVEL_PER_OPENING = 0.05
@@ -61,7 +66,8 @@ class MetaworldEvalEnv(EvalEnv):
         self._envs: dict[str, MetaworldEnv] = {}
         first = selection.tasks[0]
         layout = EnvLayout(camera_keys=(CAMERA_KEY,), image_shape=(image_size, image_size, 3), state_dim=4,
-                           action_dim=4, fps=FPS, task=description(first))
+                           action_dim=4, fps=FPS, task=description(first), state_names=STATE_NAMES,
+                           action_names=ACTION_NAMES)
         super().__init__(self._env_for(first), name="metaworld", layout=layout, metadata=metadata,
                          cameras=(CAMERA,), max_steps=max_steps,
                          versions=distribution_versions("metaworld", "mujoco", "gymnasium"))
@@ -113,15 +119,6 @@ class MetaworldEvalEnv(EvalEnv):
         if state.shape != (4,):
             raise UsageError(f"metaworld: a state has 4 values (xyz, gripper opening), got {state.size}")
         return np.array([0.0, 0.0, 0.0, gripper_hold_command(float(state[3]))], np.float32)
-
-    @property
-    def has_expert(self) -> bool:
-        """MetaWorld ships a scripted expert per task (``metaworld.policies``)."""
-        return True
-
-    def expert_action(self) -> np.ndarray:
-        """The task's MetaWorld expert on the current raw observation (up to about +-25 per value)."""
-        return self.env.expert_action()
 
     def close(self) -> None:
         """Releases every task's simulator."""
