@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import ClassVar
 
 import attrs
 import torch
 
-__all__ = ["GrootBatch"]
+from embodied_models.vla.batch import TensorFields
 
-_HOST_FIELDS = ("sample_index",)
+__all__ = ["GrootBatch"]
 
 
 @attrs.define
-class GrootBatch:
+class GrootBatch(TensorFields):
     """A model-ready GR00T N1.7 batch (B samples, N = views x frames images, L prompt tokens, H model horizon,
     A max_action_dim, S max_state_dim).
 
@@ -42,21 +42,7 @@ class GrootBatch:
     action_mask: torch.Tensor | None = None
     sample_index: torch.Tensor | None = None
 
-    def _map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> GrootBatch:
-        values = {}
-        for field in attrs.fields(GrootBatch):
-            value = getattr(self, field.name)
-            values[field.name] = fn(value) if isinstance(value, torch.Tensor) and field.name not in _HOST_FIELDS \
-                else value
-        return GrootBatch(**values)
-
-    def to(self, device: torch.device | str) -> GrootBatch:
-        """A copy with every tensor but ``sample_index`` on ``device`` (non-blocking)."""
-        return self._map(lambda t: t.to(device, non_blocking=True))
-
-    def pin_memory(self) -> GrootBatch:
-        """Pinned copy (DataLoader(pin_memory=True) calls it on custom batch types)."""
-        return self._map(lambda t: t.pin_memory())
+    host_fields: ClassVar[tuple[str, ...]] = ("sample_index",)
 
     @property
     def batch_size(self) -> int:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import attrs
 import torch
 
+from embodied_models.vla.batch import TensorFields
+
 __all__ = ["Pi05PreparedBatch"]
 
 
 @attrs.define
-class Pi05PreparedBatch:
-    """A model-ready pi0.5 batch (B samples, C image slots, T prompt tokens, H horizon, A max_action_dim).
+class Pi05PreparedBatch(TensorFields):
+    """A model-ready pi0.5 batch (B samples, C image slots, T prompt tokens, H horizon, A max_action_dim);
+    ``to`` / ``pin_memory`` come from :class:`~embodied_models.vla.batch.TensorFields`.
 
     Attributes:
         images: [B, C, 3, H, W], uint8 (transported as bytes; the model maps them to [-1, 1]) or float
@@ -28,22 +31,6 @@ class Pi05PreparedBatch:
     token_mask: torch.Tensor
     actions: torch.Tensor | None = None
     action_is_pad: torch.Tensor | None = None
-
-    def to(self, device: torch.device | str) -> Pi05PreparedBatch:
-        """A copy with every tensor on ``device`` (non-blocking; pin_memory makes it asynchronous)."""
-        return Pi05PreparedBatch(**{
-            field.name: (value.to(device, non_blocking=True) if isinstance(value, torch.Tensor) else value)
-            for field in attrs.fields(Pi05PreparedBatch)
-            for value in [getattr(self, field.name)]
-        })
-
-    def pin_memory(self) -> Pi05PreparedBatch:
-        """Pinned copy (called by DataLoader(pin_memory=True) on custom batch types)."""
-        return Pi05PreparedBatch(**{
-            field.name: (value.pin_memory() if isinstance(value, torch.Tensor) else value)
-            for field in attrs.fields(Pi05PreparedBatch)
-            for value in [getattr(self, field.name)]
-        })
 
     @property
     def batch_size(self) -> int:

@@ -13,7 +13,6 @@ tokens, A max_action_dim, W tower width.
 from __future__ import annotations
 
 import functools
-import math
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,8 @@ from embodied_models.pi05.checkpoint import LoadReport, load_pi05_checkpoint
 from embodied_models.pi05.checks import size_problems
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
 from embodied_models.pi05.gemma_layers import AdaRMSNorm, KVCache, Pi05Layer, gemma_config
+from embodied_models.vla import flow
+from embodied_models.vla.flow import euler_sample
 
 __all__ = ["Pi05Model", "build_model", "time_sincos"]
 
@@ -41,13 +42,9 @@ _LORA_PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
 
 
 def time_sincos(time_B: torch.Tensor, width: int, *, min_period: float, max_period: float) -> torch.Tensor:
-    """Sin-cos embedding of the flow time ([sin | cos], periods geometric in [min, max]); float64 math."""
-    if width % 2:
-        raise ValueError(f"time embedding width must be even (got {width})")
-    fraction = torch.linspace(0.0, 1.0, width // 2, dtype=torch.float64, device=time_B.device)
-    period = min_period * (max_period / min_period) ** fraction
-    angle = (1.0 / period * 2 * math.pi)[None, :] * time_B[:, None]
-    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).to(time_B.dtype)
+    """Sin-cos embedding of the flow time ([sin | cos], periods geometric in [min, max]); float64 math, returned
+    in ``time_B``'s dtype (openpi casts there before the time MLP's own cast)."""
+    return flow.time_sincos(time_B, width, min_period=min_period, max_period=max_period).to(time_B.dtype)
 
 
 class Pi05Model(EmbodiedModel):
@@ -305,12 +302,7 @@ class Pi05Model(EmbodiedModel):
         if noise is None:
             noise = torch.randn(b, self.action_horizon, self.config.max_action_dim, device=device)
         cache, prefix_pad = self.fill_prefix_cache(batch)
-        dt = -1.0 / num_steps
-        x_t = noise.float()
-        for step in range(num_steps):
-            time = torch.full((b,), 1.0 + step * dt, dtype=torch.float32, device=device)
-            x_t = x_t + dt * self.cached_velocity(cache, prefix_pad, x_t, time)
-        return x_t
+        return euler_sample(lambda x_t, time: self.cached_velocity(cache, prefix_pad, x_t, time), noise, num_steps)
 
 
 def build_model(model_config: Pi05ModelConfig, data_config: Pi05DataConfig) -> Pi05Model:

@@ -25,13 +25,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from embodied_core.errors import DataError
 from embodied_core.model_api import Transforms
 from embodied_data.normalize import state_action_normalizer
 from embodied_models.images import as_uint8_image
 from embodied_models.pi05.batch import Pi05PreparedBatch
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
 from embodied_models.pi05.tokenizer import PAD_ID, PromptTokenizer, load_tokenizer
+from embodied_models.vla.features import (
+    action_is_pad,
+    actions_in_dataset_units,
+    feature,
+    pad_last,
+    right_pad_ids,
+    task_string,
+)
 
 if TYPE_CHECKING:
     from embodied_core.protocols import Stats
@@ -96,19 +103,15 @@ class Pi05SampleTransform:
     def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
         cfg = self.data_config
         images, masks = self._images(sample)
-        state = self._feature(sample, cfg.state_key, cfg.state_dim).reshape(-1)
+        state = feature(sample, cfg.state_key, cfg.state_dim, kind="state", normalizer=self.normalizer).reshape(-1)
         tokens, token_mask = self._tokens(sample, state)
         out: dict[str, Any] = {"images": images, "image_masks": masks, "tokens": tokens, "token_mask": token_mask}
         if cfg.action_key in sample:
-            actions = self._feature(sample, cfg.action_key, cfg.action_dim)
+            actions = feature(sample, cfg.action_key, cfg.action_dim, kind="action", normalizer=self.normalizer)
             if actions.ndim == 1:
                 actions = actions[None]
-            padded = torch.zeros(actions.shape[0], self.model_config.max_action_dim, dtype=torch.float32)
-            padded[:, : actions.shape[1]] = actions
-            out["actions"] = padded
-            is_pad = sample.get(f"{cfg.action_key}_is_pad")
-            out["action_is_pad"] = (torch.as_tensor(is_pad, dtype=torch.bool) if is_pad is not None
-                                    else torch.zeros(actions.shape[0], dtype=torch.bool))
+            out["actions"] = pad_last(actions, self.model_config.max_action_dim)
+            out["action_is_pad"] = action_is_pad(sample, cfg.action_key, actions.shape[0])
         return out
 
     def _images(self, sample: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,22 +125,8 @@ class Pi05SampleTransform:
                 masks[slot] = True
         return images, masks
 
-    def _feature(self, sample: Mapping[str, Any], key: str, dim: int) -> torch.Tensor:
-        if key not in sample:
-            raise DataError(f"sample has no {key!r} (keys: {', '.join(sorted(sample))}); set data.state_key / "
-                            "data.action_key to the dataset's names")
-        value = torch.as_tensor(sample[key]).float()
-        if value.shape[-1] != dim:
-            raise DataError(f"{key}: last dimension is {value.shape[-1]} but the data config says {dim}; set "
-                            f"data.{'state' if key == self.data_config.state_key else 'action'}_dim={value.shape[-1]}")
-        if self.normalizer is not None:
-            value = self.normalizer.features[key].normalize(value)
-        return value
-
     def _tokens(self, sample: Mapping[str, Any], state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        task = sample.get("task")
-        if not isinstance(task, str):
-            raise DataError(f"sample has no task string (got {type(task).__name__}); pi0.5 prompts need one")
+        task = task_string(sample, why="pi0.5 prompts need one")
         padded = np.zeros(self.model_config.max_state_dim, dtype=np.float64)
         padded[: state.shape[0]] = state.double().numpy()
         ids = self.tokenizer.encode(pi05_prompt(task, discretize_state(padded)))
@@ -147,19 +136,13 @@ class Pi05SampleTransform:
                 logger.warning("pi0.5 prompt has %d tokens; truncated to model.max_token_len=%d", len(ids), limit)
                 self._warned_truncation = True
             ids = ids[:limit]
-        tokens = torch.full((limit,), PAD_ID, dtype=torch.long)
-        tokens[: len(ids)] = torch.tensor(ids, dtype=torch.long)
-        mask = torch.zeros(limit, dtype=torch.bool)
-        mask[: len(ids)] = True
-        return tokens, mask
+        return right_pad_ids(ids, limit, PAD_ID)
 
     def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """Model actions [..., max_action_dim] -> dataset units [..., action_dim] (the transforms'
         ``postprocess_actions``)."""
-        real = actions[..., : self.data_config.action_dim]
-        if self.normalizer is None:
-            return real
-        return self.normalizer.features[self.data_config.action_key].unnormalize(real)
+        return actions_in_dataset_units(actions, action_dim=self.data_config.action_dim,
+                                        action_key=self.data_config.action_key, normalizer=self.normalizer)
 
 
 def collate_pi05(samples: Sequence[Mapping[str, Any]]) -> Pi05PreparedBatch:

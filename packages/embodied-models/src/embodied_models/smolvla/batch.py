@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import attrs
 import torch
+
+from embodied_models.vla.batch import TensorFields
 
 __all__ = ["SmolVLAPreparedBatch"]
 
 
-def _map(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, tuple):
-        return tuple(fn(v) for v in value)
-    return value
-
-
 @attrs.define
-class SmolVLAPreparedBatch:
-    """A model-ready SmolVLA batch (B samples, C image slots, T language tokens, H horizon, A max_action_dim).
+class SmolVLAPreparedBatch(TensorFields):
+    """A model-ready SmolVLA batch (B samples, C image slots, T language tokens, H horizon, A max_action_dim);
+    ``to`` / ``pin_memory`` (also of each image slot) come from :class:`~embodied_models.vla.batch.TensorFields`.
 
     Attributes:
         images: one tensor per image slot, [B, 3, h, w]: uint8 frames at their own resolution (the model resizes
@@ -42,18 +34,6 @@ class SmolVLAPreparedBatch:
     state: torch.Tensor
     actions: torch.Tensor | None = None
     action_is_pad: torch.Tensor | None = None
-
-    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> SmolVLAPreparedBatch:
-        return SmolVLAPreparedBatch(**{field.name: _map(getattr(self, field.name), fn)
-                                       for field in attrs.fields(SmolVLAPreparedBatch)})
-
-    def to(self, device: torch.device | str) -> SmolVLAPreparedBatch:
-        """A copy with every tensor on ``device`` (non-blocking; pin_memory makes it asynchronous)."""
-        return self._apply(lambda t: t.to(device, non_blocking=True))
-
-    def pin_memory(self) -> SmolVLAPreparedBatch:
-        """Pinned copy (called by DataLoader(pin_memory=True) on custom batch types)."""
-        return self._apply(lambda t: t.pin_memory())
 
     @property
     def batch_size(self) -> int:

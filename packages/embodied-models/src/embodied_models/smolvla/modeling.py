@@ -37,6 +37,7 @@ from embodied_models.smolvla.checks import size_problems
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig, expert_mlp_dim, expert_width
 from embodied_models.smolvla.images import prepare_images
 from embodied_models.smolvla.layers import KVCache, SmolVLALayer, llama_config
+from embodied_models.vla.flow import euler_sample, time_sincos
 
 __all__ = ["SmolVLAModel", "build_model", "time_sincos"]
 
@@ -46,15 +47,6 @@ Prefix = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 _VLM_MODULES = ("vision_model", "connector", "embed_tokens", "vlm_norm", "lm_head")
 _LORA_TARGETS = ("layers.*.expert.self_attn.q_proj", "layers.*.expert.self_attn.v_proj", "state_proj",
                  "action_in_proj", "action_out_proj", "action_time_mlp_in", "action_time_mlp_out")
-
-
-def time_sincos(time_B: torch.Tensor, width: int, *, min_period: float, max_period: float) -> torch.Tensor:
-    """Sin-cos embedding of the flow time, ``[sin | cos]`` of ``2 pi t / period`` with periods geometric in
-    [min, max]; float64 math, returned as float64."""
-    fraction = torch.linspace(0.0, 1.0, width // 2, dtype=torch.float64, device=time_B.device)
-    period = min_period * (max_period / min_period) ** fraction
-    angle = time_B[:, None] * (1.0 / period * 2 * math.pi)[None, :]
-    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
 
 
 class SmolVLAModel(EmbodiedModel):
@@ -334,12 +326,7 @@ class SmolVLAModel(EmbodiedModel):
         if noise is None:
             noise = torch.randn(b, self.action_horizon, self.config.max_action_dim, device=device)
         cache, prefix_pad = self.fill_prefix_cache(batch)
-        dt = -1.0 / num_steps
-        x_t = noise.float()
-        for step in range(num_steps):
-            time = torch.full((b,), 1.0 + step * dt, dtype=torch.float32, device=device)
-            x_t = x_t + dt * self.cached_velocity(cache, prefix_pad, x_t, time)
-        return x_t
+        return euler_sample(lambda x_t, time: self.cached_velocity(cache, prefix_pad, x_t, time), noise, num_steps)
 
 
 def build_model(model_config: SmolVLAModelConfig, data_config: SmolVLADataConfig) -> SmolVLAModel:

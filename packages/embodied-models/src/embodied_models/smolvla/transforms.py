@@ -29,6 +29,14 @@ from embodied_models.images import as_uint8_image
 from embodied_models.smolvla.batch import SmolVLAPreparedBatch
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig
 from embodied_models.smolvla.tokenizer import TaskTokenizer, load_tokenizer, task_text
+from embodied_models.vla.features import (
+    action_is_pad,
+    actions_in_dataset_units,
+    feature,
+    pad_last,
+    right_pad_ids,
+    task_string,
+)
 
 if TYPE_CHECKING:
     from embodied_core.protocols import Stats
@@ -67,38 +75,20 @@ class SmolVLASampleTransform:
             images.append(as_uint8_image(sample[key], key) if present else None)
             masks[slot] = present
         images.extend([None] * cfg.empty_cameras)
-        state = self._feature(sample, cfg.state_key, cfg.state_dim, "state").reshape(-1)
+        state = feature(sample, cfg.state_key, cfg.state_dim, kind="state", normalizer=self.normalizer).reshape(-1)
         tokens, token_mask = self._tokens(sample)
         out: dict[str, Any] = {"images": images, "image_masks": masks, "tokens": tokens, "token_mask": token_mask,
-                               "state": _pad(state, model.max_state_dim)}
+                               "state": pad_last(state, model.max_state_dim)}
         if cfg.action_key in sample:
-            actions = self._feature(sample, cfg.action_key, cfg.action_dim, "action")
+            actions = feature(sample, cfg.action_key, cfg.action_dim, kind="action", normalizer=self.normalizer)
             if actions.ndim == 1:
                 actions = actions[None]
-            out["actions"] = _pad(actions, model.max_action_dim)
-            is_pad = sample.get(f"{cfg.action_key}_is_pad")
-            out["action_is_pad"] = (torch.as_tensor(is_pad, dtype=torch.bool).reshape(-1) if is_pad is not None
-                                    else torch.zeros(actions.shape[0], dtype=torch.bool))
+            out["actions"] = pad_last(actions, model.max_action_dim)
+            out["action_is_pad"] = action_is_pad(sample, cfg.action_key, actions.shape[0])
         return out
 
-    def _feature(self, sample: Mapping[str, Any], key: str, dim: int | None, kind: str) -> torch.Tensor:
-        if key not in sample:
-            raise DataError(f"sample has no {key!r} (keys: {', '.join(sorted(sample))}); set data.{kind}_key to the "
-                            "dataset's name")
-        value = torch.as_tensor(sample[key]).float()
-        if kind == "state" and value.ndim == 2 and value.shape[0] == 1:
-            value = value[0]  # a one-frame state history
-        if value.shape[-1] != dim:
-            raise DataError(f"{key}: last dimension is {value.shape[-1]} but the data config says {dim}; set "
-                            f"data.{kind}_dim={value.shape[-1]}")
-        if self.normalizer is not None:
-            value = self.normalizer.features[key].normalize(value)
-        return value
-
     def _tokens(self, sample: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        task = sample.get("task")
-        if not isinstance(task, str):
-            raise DataError(f"sample has no task string (got {type(task).__name__}); SmolVLA is conditioned on it")
+        task = task_string(sample, why="SmolVLA is conditioned on it")
         ids = self.tokenizer.encode(task_text(task))
         limit = self.model_config.tokenizer_max_length
         if len(ids) > limit:
@@ -107,25 +97,12 @@ class SmolVLASampleTransform:
                                limit)
                 self._warned_truncation = True
             ids = ids[:limit]
-        tokens = torch.full((limit,), self.tokenizer.pad_id, dtype=torch.long)
-        tokens[: len(ids)] = torch.tensor(ids, dtype=torch.long)
-        mask = torch.zeros(limit, dtype=torch.bool)
-        mask[: len(ids)] = True
-        return tokens, mask
+        return right_pad_ids(ids, limit, self.tokenizer.pad_id)
 
     def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """Model actions [..., max_action_dim] -> dataset units [..., action_dim] (``postprocess_actions``)."""
-        real = actions[..., : self.data_config.action_dim]
-        if self.normalizer is None:
-            return real
-        return self.normalizer.features[self.data_config.action_key].unnormalize(real)
-
-
-def _pad(value: torch.Tensor, width: int) -> torch.Tensor:
-    """Zero-pads the last dimension to ``width``."""
-    out = torch.zeros((*value.shape[:-1], width), dtype=torch.float32)
-    out[..., : value.shape[-1]] = value
-    return out
+        return actions_in_dataset_units(actions, action_dim=self.data_config.action_dim,
+                                        action_key=self.data_config.action_key, normalizer=self.normalizer)
 
 
 class SmolVLACollate:

@@ -6,6 +6,9 @@
 - :mod:`.spec`: the entry-point spec every port declares; no torch.
 - :mod:`.tokenizers`: opening a local Hugging Face tokenizer folder, and choosing it or the built-in one; no torch.
 - :mod:`.checkpoint`: the strict load tail (key map -> report -> strict check) of every port's loader.
+- :mod:`.features`: per-sample state/action/task/token steps of the sample transforms.
+- :mod:`.batch`: ``to`` / ``pin_memory`` of the attrs batch classes.
+- :mod:`.flow`: the sin-cos time embedding and Euler sampling of the pi0-style ports (pi05, smolvla).
 
 What only looks alike stays in the ports; each family README says what it shares and what it keeps apart.
 """

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import attrs
 import torch
+
+from embodied_models.vla.batch import TensorFields
 
 __all__ = ["XvlaPreparedBatch"]
 
 
 @attrs.define
-class XvlaPreparedBatch:
-    """A model-ready X-VLA batch (B samples, V views, L instruction tokens, T horizon, D action width).
+class XvlaPreparedBatch(TensorFields):
+    """A model-ready X-VLA batch (B samples, V views, L instruction tokens, T horizon, D action width);
+    ``to`` / ``pin_memory`` come from :class:`~embodied_models.vla.batch.TensorFields`.
 
     Attributes:
         images: [B, V, 3, H, W] uint8 frames (the model scales them to [0, 1] and applies the ImageNet
@@ -35,21 +36,6 @@ class XvlaPreparedBatch:
     image_pad: torch.Tensor | None = None
     actions: torch.Tensor | None = None
     action_is_pad: torch.Tensor | None = None
-
-    def _map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> XvlaPreparedBatch:
-        return XvlaPreparedBatch(**{
-            field.name: (fn(value) if isinstance(value, torch.Tensor) else value)
-            for field in attrs.fields(XvlaPreparedBatch)
-            for value in [getattr(self, field.name)]
-        })
-
-    def to(self, device: torch.device | str) -> XvlaPreparedBatch:
-        """A copy with every tensor on ``device`` (non-blocking; pin_memory makes it asynchronous)."""
-        return self._map(lambda t: t.to(device, non_blocking=True))
-
-    def pin_memory(self) -> XvlaPreparedBatch:
-        """Pinned copy (called by DataLoader(pin_memory=True) on custom batch types)."""
-        return self._map(lambda t: t.pin_memory())
 
     @property
     def batch_size(self) -> int:

@@ -26,6 +26,7 @@ from embodied_core.errors import DataError
 from embodied_core.model_api import Transforms
 from embodied_data.normalize import state_action_normalizer
 from embodied_models.images import as_uint8_image
+from embodied_models.vla.features import action_is_pad, actions_in_dataset_units, feature, pad_last, task_string
 from embodied_models.xvla.batch import XvlaPreparedBatch
 from embodied_models.xvla.config import XvlaDataConfig, XvlaModelConfig
 from embodied_models.xvla.layouts import ActionLayout, layout_for
@@ -83,16 +84,12 @@ class XvlaSampleTransform:
                                "tokens": self._tokens(sample), "domain_id": self._domain(sample),
                                "state": self._state(sample)}
         if cfg.action_key in sample:
-            actions = self._feature(sample, cfg.action_key, cfg.action_dim)
+            actions = feature(sample, cfg.action_key, cfg.action_dim, kind="action", normalizer=self.normalizer)
             if actions.ndim == 1:
                 actions = actions[None]
             self._check_bce_targets(sample, actions)
-            padded = torch.zeros(actions.shape[0], self.layout.dim_action, dtype=torch.float32)
-            padded[:, : actions.shape[1]] = actions
-            out["actions"] = padded
-            is_pad = sample.get(f"{cfg.action_key}_is_pad")
-            out["action_is_pad"] = (torch.as_tensor(is_pad, dtype=torch.bool) if is_pad is not None
-                                    else torch.zeros(actions.shape[0], dtype=torch.bool))
+            out["actions"] = pad_last(actions, self.layout.dim_action)
+            out["action_is_pad"] = action_is_pad(sample, cfg.action_key, actions.shape[0])
         return out
 
     def _images(self, sample: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -108,30 +105,17 @@ class XvlaSampleTransform:
                 images[view], masks[view], pads[view] = image, True, torch.tensor(pad)
         return images, masks, pads
 
-    def _feature(self, sample: Mapping[str, Any], key: str, dim: int) -> torch.Tensor:
-        if key not in sample:
-            raise DataError(f"sample has no {key!r} (keys: {', '.join(sorted(sample))}); set data.state_key / "
-                            "data.action_key to the dataset's names")
-        value = torch.as_tensor(sample[key]).float()
-        if value.shape[-1] != dim:
-            raise DataError(f"{key}: last dimension is {value.shape[-1]} but the data config says {dim}; set "
-                            f"data.{'state' if key == self.data_config.state_key else 'action'}_dim={value.shape[-1]}")
-        if self.normalizer is not None:
-            value = self.normalizer.features[key].normalize(value)
-        return value
-
     def _state(self, sample: Mapping[str, Any]) -> torch.Tensor:
         width = self.model_config.max_state_dim if self.model_config.use_proprio else 0
         padded = torch.zeros(width, dtype=torch.float32)
         if width:
-            state = self._feature(sample, self.data_config.state_key, self.data_config.state_dim).reshape(-1)
+            state = feature(sample, self.data_config.state_key, self.data_config.state_dim, kind="state",
+                            normalizer=self.normalizer).reshape(-1)
             padded[: state.shape[0]] = state
         return padded
 
     def _tokens(self, sample: Mapping[str, Any]) -> torch.Tensor:
-        task = sample.get("task")
-        if not isinstance(task, str):
-            raise DataError(f"sample has no task string (got {type(task).__name__}); X-VLA instructions need one")
+        task = task_string(sample, why="X-VLA instructions need one")
         ids = self.tokenizer.encode(task, self.model_config.tokenizer_max_length)
         return torch.tensor(ids, dtype=torch.long)
 
@@ -165,10 +149,8 @@ class XvlaSampleTransform:
 
     def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """Model actions [..., D] -> dataset units [..., action_dim] (the transforms' ``postprocess_actions``)."""
-        real = actions[..., : self.data_config.action_dim]
-        if self.normalizer is None:
-            return real
-        return self.normalizer.features[self.data_config.action_key].unnormalize(real)
+        return actions_in_dataset_units(actions, action_dim=self.data_config.action_dim,
+                                        action_key=self.data_config.action_key, normalizer=self.normalizer)
 
 
 def collate_xvla(samples: Sequence[Mapping[str, Any]]) -> XvlaPreparedBatch:

@@ -1,0 +1,51 @@
+"""The flow pieces of the pi0-style ports (pi05, smolvla): the sin-cos time embedding and Euler sampling.
+
+Both follow openpi: t = 1 is noise, the network predicts the velocity ``noise - actions`` and sampling integrates
+from t = 1 to 0 in equal steps. X-VLA (re-noising toward the same noise each step) and GR00T N1.7 (t = 1 is data,
+bucketed times) sample differently and keep their own loops. How the training time is drawn stays in each port:
+pi05 and smolvla build the Beta distribution on different devices, so their random streams differ, and the goldens
+match each reference's stream.
+"""
+
+# ruff: noqa: N803 - shape-suffixed tensor names (time_B: one time per sample of the batch)
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+__all__ = ["euler_sample", "time_sincos"]
+
+
+def time_sincos(time_B: torch.Tensor, width: int, *, min_period: float, max_period: float) -> torch.Tensor:
+    """Sin-cos embedding of the flow time, ``[sin | cos]`` of ``2 pi t / period`` with periods geometric in
+    [min, max]; float64 math, returned as float64 (the caller casts once, to its layer's dtype)."""
+    if width % 2:
+        raise ValueError(f"time embedding width must be even (got {width})")
+    fraction = torch.linspace(0.0, 1.0, width // 2, dtype=torch.float64, device=time_B.device)
+    period = min_period * (max_period / min_period) ** fraction
+    angle = time_B[:, None] * (1.0 / period * 2 * math.pi)[None, :]
+    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
+
+
+def euler_sample(velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], noise: torch.Tensor,
+                 num_steps: int) -> torch.Tensor:
+    """Integrates ``dx/dt = velocity(x_t, t)`` from t = 1 (``noise``) to t = 0 in ``num_steps`` Euler steps.
+
+    Args:
+        velocity: ``(x_t [B, ...] float32, t [B] float32) -> v [B, ...]``.
+        noise: x at t = 1.
+        num_steps: Euler steps (t = 1, 1 - 1/n, ..., 1/n are evaluated).
+
+    Returns:
+        float32 x at t = 0.
+    """
+    b = noise.shape[0]
+    dt = -1.0 / num_steps
+    x_t = noise.float()
+    for step in range(num_steps):
+        time = torch.full((b,), 1.0 + step * dt, dtype=torch.float32, device=noise.device)
+        x_t = x_t + dt * velocity(x_t, time)
+    return x_t
