@@ -104,8 +104,10 @@ def static_uses(entry: PluginEntry, spec: PluginSpec | None) -> list[tuple[Moved
 
 
 def format_uses(uses: list[tuple[Moved, str]]) -> str:
-    """``"deprecated: old -> new (where); ..."`` with each old path once, or an empty string."""
+    """``"deprecated: old -> new (where); ..."`` with each old path once, or an empty string. An old package
+    whose old submodule is listed too is left out (importing ``a.old.b`` imports ``a.old`` first)."""
     seen: dict[str, str] = {}
     for move, where in uses:
         seen.setdefault(move.old, f"{move.old} -> {move.new} ({where})")
-    return f"deprecated: {'; '.join(seen.values())}" if seen else ""
+    kept = [text for old, text in seen.items() if not any(other.startswith(old + ".") for other in seen)]
+    return f"deprecated: {'; '.join(kept)}" if kept else ""
