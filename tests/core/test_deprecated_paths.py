@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from embodied_core.deprecation import MOVED, moved_to
-from embodied_core.registry import PluginEntry, PluginSpec
-from embodied_core.registry._deprecated_uses import static_uses
+from embodied_core.registry import DatasetDefaults, DatasetFormatSpec, PluginEntry, PluginSpec
+from embodied_core.registry._deprecated_uses import declared_paths, static_uses
 from tests.support import REPO_ROOT, clean_env, run_embodied
 
 # Imports every old path twice in a fresh interpreter (this process has imported most new paths already) and
@@ -82,6 +82,14 @@ def test_moved_to_resolves_submodules_and_names_and_leaves_current_paths() -> No
     for current in ("embodied_core.distributed.base", "embodied_data.formats.specs:DUMMY_DATASETS",
                     "embodied_core.strategiesx", "embodied_data.formats.specs"):
         assert moved_to(current) is None, current
+
+
+def test_every_path_field_of_a_spec_is_declared() -> None:
+    spec = DatasetFormatSpec(name="f", factory="a.b:c", checks=("a.d:e",), preflight="a.f:g",
+                             dataset_defaults=DatasetDefaults(stats="embodied_core.strategies:h"))
+    entry = PluginEntry("embodied.dataset_formats", "f", "pkg.spec:F", "d", "1")
+    assert declared_paths(entry, spec) == ["pkg.spec:F", "a.b:c", "a.d:e", "a.f:g", "embodied_core.strategies:h"]
+    assert [move.new for move, _ in static_uses(entry, spec)] == ["embodied_core.distributed:h"]
 
 
 def test_a_plugin_declaring_or_importing_an_old_path_is_found_without_running_it(tmp_path: Path) -> None:

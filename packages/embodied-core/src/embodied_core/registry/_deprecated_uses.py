@@ -27,18 +27,24 @@ from embodied_core.registry.specs import PluginSpec, _object_path, _object_paths
 __all__ = ["declared_paths", "deprecated_imports", "format_uses", "static_uses"]
 
 
-def declared_paths(entry: PluginEntry, spec: PluginSpec | None) -> list[str]:
-    """The entry point's value and every ``"module:attr"`` field of its spec (the fields validated as paths)."""
-    paths = [entry.value] if entry.source != "register" else []
-    if spec is None:
-        return paths
-    for field in attrs.fields(type(spec)):
-        value = getattr(spec, field.name)
+def _object_path_fields(record: object) -> list[str]:
+    """The ``"module:attr"`` values of an attrs record (the fields validated as paths), nested records included."""
+    paths: list[str] = []
+    for field in attrs.fields(type(record)):
+        value = getattr(record, field.name)
         if field.validator is _object_path and value is not None:
             paths.append(value)
         elif field.validator is _object_paths:
             paths.extend(value)
+        elif attrs.has(type(value)):  # e.g. DatasetFormatSpec.dataset_defaults
+            paths.extend(_object_path_fields(value))
     return paths
+
+
+def declared_paths(entry: PluginEntry, spec: PluginSpec | None) -> list[str]:
+    """The entry point's value and every ``"module:attr"`` field of its spec."""
+    paths = [entry.value] if entry.source != "register" else []
+    return paths + (_object_path_fields(spec) if spec is not None else [])
 
 
 def _source_file(module: str) -> Path | None:
