@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from embodied_core.errors import DataError
+from embodied_models.images import as_frames, to_uint8
 
 __all__ = ["as_uint8_frames", "groot_view"]
 
@@ -43,17 +43,4 @@ def groot_view(image: torch.Tensor, *, size: tuple[int, int], resize_edge: int, 
 
 def as_uint8_frames(value: Any, key: str) -> torch.Tensor:
     """A camera value as uint8 frames [T, 3, H, W] (accepts [C, H, W], [T, C, H, W], channels-last, float [0, 1])."""
-    frames = torch.as_tensor(value)
-    if frames.ndim == 3:
-        frames = frames[None]
-    if frames.ndim != 4:
-        raise DataError(f"camera {key}: expected frames [C, H, W] or [T, C, H, W], got shape {tuple(frames.shape)}")
-    if frames.shape[1] not in (1, 3) and frames.shape[-1] in (1, 3):
-        frames = frames.permute(0, 3, 1, 2)
-    if frames.shape[1] == 1:
-        frames = frames.expand(-1, 3, -1, -1)
-    if frames.shape[1] != 3:
-        raise DataError(f"camera {key}: expected 1 or 3 channels, got shape {tuple(frames.shape)}")
-    if frames.dtype != torch.uint8:
-        frames = (frames.float() * 255.0).round().clamp(0, 255).to(torch.uint8)
-    return frames
+    return to_uint8(as_frames(value, key))

@@ -18,24 +18,13 @@ import torch
 import torch.nn.functional as F
 from transformers.models.gemma.modeling_gemma import repeat_kv
 
+from embodied_models.vla.masks import block_mask, position_ids  # the block-causal rule pi05 shares with smolvla
+
 __all__ = ["MASK_VALUE", "attend", "attention_bias", "block_mask", "position_ids"]
 
 MASK_VALUE = -2.3819763e38
 """Additive bias of a masked pair (openpi's value): finite, so a fully masked (padded) query row still
 gives finite numbers instead of NaN, and it never reaches a valid output."""
-
-
-def block_mask(pad_BL: torch.Tensor, ar_BL: torch.Tensor) -> torch.Tensor:
-    """allowed[b, q, k] from validity flags and block-start flags (both [B, L]); returns bool [B, L, L]."""
-    blocks = torch.cumsum(ar_BL.long(), dim=1)
-    allowed = blocks[:, None, :] <= blocks[:, :, None]
-    valid = pad_BL[:, None, :] & pad_BL[:, :, None]
-    return allowed & valid
-
-
-def position_ids(pad_BL: torch.Tensor) -> torch.Tensor:
-    """RoPE positions: padded tokens do not advance the position (leading padding gets -1)."""
-    return torch.cumsum(pad_BL.long(), dim=1) - 1
 
 
 def attention_bias(allowed_BQK: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -19,19 +19,9 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from embodied_models.vla.masks import block_mask, position_ids  # the block-causal rule smolvla shares with pi05
+
 __all__ = ["Rope", "attend", "block_mask", "position_ids", "rope", "rotate"]
-
-
-def block_mask(pad_BL: torch.Tensor, flags_BL: torch.Tensor) -> torch.Tensor:
-    """allowed[b, q, k] (bool [B, L, L]) from validity flags and block-start flags (both [B, L])."""
-    blocks = torch.cumsum(flags_BL.long(), dim=1)
-    allowed = blocks[:, None, :] <= blocks[:, :, None]
-    return allowed & pad_BL[:, None, :] & pad_BL[:, :, None]
-
-
-def position_ids(pad_BL: torch.Tensor) -> torch.Tensor:
-    """RoPE positions ``cumsum(valid) - 1``: invalid tokens do not advance them."""
-    return torch.cumsum(pad_BL.long(), dim=1) - 1
 
 
 class Rope(NamedTuple):

@@ -9,6 +9,7 @@
 - :mod:`.features`: per-sample state/action/task/token steps of the sample transforms.
 - :mod:`.batch`: ``to`` / ``pin_memory`` of the attrs batch classes.
 - :mod:`.flow`: the sin-cos time embedding and Euler sampling of the pi0-style ports (pi05, smolvla).
+- :mod:`.masks`: the block-causal attention rule and RoPE positions of the pi0-style ports.
 
 What only looks alike stays in the ports; each family README says what it shares and what it keeps apart.
 """

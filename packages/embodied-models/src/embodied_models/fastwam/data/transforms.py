@@ -33,6 +33,7 @@ from embodied_models.fastwam.data.collator import FastWAMCollator
 from embodied_models.fastwam.data.config import FastWAMDataConfig
 from embodied_models.fastwam.data.prompts import format_prompt
 from embodied_models.fastwam.data.strategy import camera_order
+from embodied_models.images import as_frames
 
 __all__ = ["ActionPostprocess", "FastWAMSampleTransform", "Normalizer", "make_transforms", "resize_camera"]
 
@@ -78,23 +79,6 @@ class Normalizer:
         return y.float() * scale + offset
 
 
-def _as_frames(value: Any, key: str) -> torch.Tensor:
-    """A camera value as [T, 3, h, w] (uint8 or float in [0, 1]): [T, C, H, W], [C, H, W] or HWC layouts."""
-    frames = torch.as_tensor(value)
-    if frames.ndim == 3:
-        frames = frames[None]
-    if frames.ndim != 4:
-        raise DataError(f"camera {key}: expected frames [T, C, H, W] or an image [C, H, W], got shape "
-                        f"{tuple(frames.shape)}")
-    if frames.shape[1] not in (1, 3) and frames.shape[-1] in (1, 3):
-        frames = frames.permute(0, 3, 1, 2)
-    if frames.shape[1] == 1:
-        frames = frames.expand(-1, 3, -1, -1)
-    if frames.shape[1] != 3:
-        raise DataError(f"camera {key}: expected 1 or 3 channels, got shape {tuple(frames.shape)}")
-    return frames
-
-
 def resize_camera(frames: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """[T, 3, h, w] frames (uint8, or float in [0, 1]) -> float32 [T, 3, H, W] in [0, 1], bilinear + antialias."""
     frames = frames.float() / 255.0 if frames.dtype == torch.uint8 else frames.float()
@@ -127,7 +111,7 @@ class FastWAMSampleTransform:
 
     def _video(self, sample: Mapping[str, Any], cameras: list[str]) -> torch.Tensor:
         size = tuple(self.cfg.image_size)
-        views = [resize_camera(_as_frames(sample[cam], cam), size) for cam in cameras]
+        views = [resize_camera(as_frames(sample[cam], cam), size) for cam in cameras]
         lengths = {v.shape[0] for v in views}
         if len(lengths) > 1:
             raise DataError(f"cameras {cameras} have different frame counts {[v.shape[0] for v in views]}")
