@@ -17,6 +17,9 @@ through lerobot's and is replayed exactly by the tests):
   MetaWorld's success, and on that step the env resets itself without a seed (the observation returned is
   still the terminal one; the next ``step`` acts in a new episode); ``truncated`` is MetaWorld's (step 500).
 
+``obs_type="agent_pos"`` leaves the frame out (no rendering; for state-only uses such as measuring the experts);
+it is read at every step, so it may change between steps.
+
 Two looks: ``"lerobot"`` builds MetaWorld without a size, so frames are 480 x 480 with its default rendering
 (4096-px shadow map, 4x multisampling), exactly lerobot's frames; ``"fast"`` asks MetaWorld for
 ``image_size`` x ``image_size`` frames with shadows and multisampling off, which renders several times faster
@@ -35,9 +38,10 @@ from gymnasium import spaces
 
 from embodied_eval.envs.metaworld.tasks import description, expert_class_name
 
-__all__ = ["CAMERA", "LEROBOT_IMAGE_SIZE", "LOOKS", "MAX_EPISODE_STEPS", "MetaworldEnv"]
+__all__ = ["CAMERA", "LEROBOT_IMAGE_SIZE", "LOOKS", "MAX_EPISODE_STEPS", "OBS_TYPES", "MetaworldEnv"]
 
 LOOKS = ("fast", "lerobot")
+OBS_TYPES = ("pixels_agent_pos", "agent_pos")
 CAMERA = "corner2"
 """lerobot's default (and our only) camera; the only one it moves and flips."""
 LEROBOT_IMAGE_SIZE = 480
@@ -57,13 +61,18 @@ class MetaworldEnv(gym.Env):
         task: a v3 task name (``button-press-topdown-v3``).
         look: ``"lerobot"`` (480 x 480, MetaWorld's default rendering) or ``"fast"``.
         image_size: frame side for ``look="fast"`` (rendered at that size); must be 480 with ``"lerobot"``.
+        obs_type: ``"pixels_agent_pos"`` (lerobot-eval's) or ``"agent_pos"`` (no frame, nothing rendered).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 80}
 
-    def __init__(self, task: str, *, look: str = "lerobot", image_size: int = LEROBOT_IMAGE_SIZE) -> None:
+    def __init__(self, task: str, *, look: str = "lerobot", image_size: int = LEROBOT_IMAGE_SIZE,
+                 obs_type: str = "pixels_agent_pos") -> None:
         if look not in LOOKS:
             raise ValueError(f"look {look!r}: choose from {', '.join(LOOKS)}")
+        if obs_type not in OBS_TYPES:
+            raise ValueError(f"obs_type {obs_type!r}: choose from {', '.join(OBS_TYPES)}")
+        self.obs_type = obs_type
         if look == "lerobot" and image_size != LEROBOT_IMAGE_SIZE:
             raise ValueError(f"look 'lerobot' renders {LEROBOT_IMAGE_SIZE} x {LEROBOT_IMAGE_SIZE} frames, as lerobot "
                              f"does; image_size {image_size} needs look 'fast'")
@@ -170,4 +179,6 @@ class MetaworldEnv(gym.Env):
         return np.flip(self._ensure_env().render(), (0, 1)).copy()
 
     def _observation(self, raw: np.ndarray) -> dict[str, Any]:
+        if self.obs_type == "agent_pos":
+            return {"agent_pos": raw[:4]}
         return {"pixels": self._frame(), "agent_pos": raw[:4]}
