@@ -13,6 +13,8 @@ TINY_FLOW_POLICY = ModelSpec(
     factory="embodied_plugin_template.modeling:build_model",
     model_config=TinyFlowPolicyConfig,
     data_config=TinyFlowDataConfig,
+    # the plugin-API versions this package is written for: another embodied-core refuses it with a clear message
+    requires_api=">=1.1,<2",
 )
 
 LION = PluginSpec(name="Lion", description="Lion optimizer (sign of interpolated momentum)",
