@@ -36,9 +36,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from embodied_core.errors import UsageError
 from embodied_eval.envs.metaworld.tasks import description, expert_class_name
 
-__all__ = ["CAMERA", "LEROBOT_IMAGE_SIZE", "LOOKS", "MAX_EPISODE_STEPS", "OBS_TYPES", "MetaworldEnv"]
+__all__ = ["CAMERA", "LEROBOT_IMAGE_SIZE", "LOOKS", "MAX_EPISODE_STEPS", "OBS_TYPES", "MetaworldEnv",
+           "import_metaworld"]
 
 LOOKS = ("fast", "lerobot")
 OBS_TYPES = ("pixels_agent_pos", "agent_pos")
@@ -52,6 +54,17 @@ MT1_SEED = 42
 """The seed lerobot builds ``MT1`` with (its task's positions are overwritten by the first seeded reset)."""
 _CORNER2_POSITION = (0.75, 0.075, 0.7)
 _CORNER2_INDEX = 2  # camera index of corner2 in every v3 model
+
+
+def import_metaworld() -> Any:
+    """The ``metaworld`` package; a clear error when a file of that name shadows it (a script
+    ``metaworld.py`` run by path puts its own folder first on ``sys.path``)."""
+    module = importlib.import_module("metaworld")
+    if not hasattr(module, "MT1"):
+        raise UsageError(f"`import metaworld` found {getattr(module, '__file__', module)!r}, not the MetaWorld "
+                         "package: a file named metaworld.py shadows it. Rename that file, or run the script as a "
+                         "module (python -m package.script) so its folder is not first on sys.path")
+    return module
 
 
 class MetaworldEnv(gym.Env):
@@ -149,9 +162,8 @@ class MetaworldEnv(gym.Env):
     def expert_action(self) -> np.ndarray:
         """What MetaWorld's scripted expert for this task does now (float32 [4]; it can exceed [-1, 1])."""
         if self._expert is None:
-            import metaworld.policies
-
-            self._expert = getattr(metaworld.policies, expert_class_name(self.task))()
+            policies = importlib.import_module(import_metaworld().__name__ + ".policies")
+            self._expert = getattr(policies, expert_class_name(self.task))()
         return np.asarray(self._expert.get_action(self.raw_observation), dtype=np.float32)
 
     # ------------------------------------------------------------------------------------------ helpers
@@ -159,7 +171,7 @@ class MetaworldEnv(gym.Env):
         if self._env is not None:
             return self._env
         os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco is imported: headless rendering
-        metaworld = importlib.import_module("metaworld")
+        metaworld = import_metaworld()
         benchmark = metaworld.MT1(self.task, seed=MT1_SEED)
         size = {} if self.look == "lerobot" else {"width": self.image_size, "height": self.image_size}
         env = benchmark.train_classes[self.task](render_mode="rgb_array", camera_name=CAMERA, **size)

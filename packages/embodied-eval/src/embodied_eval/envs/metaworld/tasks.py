@@ -52,6 +52,9 @@ def _group_of(task: str) -> str:
 
 
 def _mt10() -> tuple[str, ...]:
+    from embodied_eval.envs.metaworld.gym_env import import_metaworld
+
+    import_metaworld()  # a clear error if a metaworld.py shadows the package
     from metaworld.env_dict import MT10_V3
 
     return tuple(MT10_V3)
