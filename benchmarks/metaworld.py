@@ -1,0 +1,427 @@
+"""MetaWorld, offline: scripted-expert demos -> train -> closed-loop success, and the same with lerobot.
+
+Three parts (``--parts``, default all), each printing its table; everything lands in ``--json``:
+
+1. ``single``: ``embodied data collect`` records ``--demos`` successful expert episodes of ``--task``
+   (button-press-topdown-v3) at ``--image-size`` px (MetaWorld's fast look); each of ``--models`` is trained with
+   ``embodied train`` (``--steps``, ``--batch-size``, ``--lr``, ``--seed``) and evaluated by ``embodied eval --env
+   metaworld`` on ``--episodes`` seeded episodes (seeds from ``--eval-seed``, lerobot-eval's 1000) next to the two
+   baselines (``--baselines hold,mean_action``) and the scripted expert on the same seeds. Per row: success with a
+   95% Wilson interval, the training command's wall time.
+2. ``multi``: one policy (the first of ``--models``) on the 5 tasks of ``--multi-tasks`` (``--multi-demos`` each,
+   language = each task's instruction); success per task, and the same policy with every episode's instruction
+   swapped for the next task's (the instruction must select the behaviour: swapped, it should fail).
+3. ``lerobot``: the single-task dataset trained by lerobot 0.6.1's ``lerobot-train`` (side venv
+   ``.venv-lerobot``) with SmolVLA at smolvla_tiny's sizes (a local SmolVLM2 folder written by
+   ``benchmarks/lerobot_smolvla_vlm.py``, random VLM as ours, no hub) and the same steps, batch, learning-rate
+   schedule, optimizer settings and seed; its checkpoint imported by ``embodied checkpoint
+   import-lerobot-smolvla`` and evaluated by our env on the same seeds; plus one ``lerobot-eval`` run of it on
+   ``--lerobot-eval-episodes`` seeds next to our env with ``--render lerobot`` (lerobot-eval renders 480 x 480 in
+   MetaWorld's default look, which the policy was not trained on: that pair checks the envs agree, not the policy).
+
+Both trainings run the same optimizer settings (AdamW betas 0.9/0.95, eps 1e-8, weight decay 1e-10, clip 10,
+lerobot's SmolVLA preset), warmup ``--warmup`` and decay to ``--min-lr`` over ``--steps``, float32 on CPU, and
+each framework's own weight init and data order. Wall times are whole commands (start-up, data loading,
+training, checkpointing), measured here on whatever the machine is doing: run it alone (``nice`` it on a shared
+machine and read the figures as relative).
+
+    .venv/bin/python benchmarks/metaworld.py                                   # everything, full size
+    .venv/bin/python benchmarks/metaworld.py --parts single --demos 10 --steps 200 --episodes 10   # sized down
+    .venv/bin/python benchmarks/metaworld.py --parts lerobot --workdir outputs/metaworld_bench  # reuses the data
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+# Run as a script, this file's folder is sys.path[0] and this module would shadow the `metaworld` package the env
+# plugin imports in this process (expert and swapped-instruction episodes): drop that entry.
+if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+EMBODIED = [sys.executable, "-m", "embodied_core.cli.main"]
+DEFAULT_LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
+EASY5 = "button-press-topdown-v3,drawer-open-v3,door-open-v3,reach-v3,window-open-v3"
+CAMERA = "observation.image"
+OPTIMIZER = {"beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 1e-10, "clip": 10.0}
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def run(cmd: Sequence[str], log: Path, *, env: Mapping[str, str] | None = None) -> float:
+    """Runs ``cmd`` with its output in ``log``; returns the wall time. SystemExit with the log's tail on failure."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.run(list(cmd), stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+                              env={**os.environ, **(env or {})})
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        tail = log.read_text()[-3000:]
+        raise RuntimeError(f"{' '.join(map(str, cmd[:6]))} ... failed ({proc.returncode}); {log}:\n{tail}")
+    return wall
+
+
+def rate(successes: int, episodes: int) -> dict[str, Any]:
+    """Success rate and its 95% Wilson interval."""
+    from embodied_eval.intervals import wilson_interval
+
+    low, high = wilson_interval(successes, episodes)
+    return {"episodes": episodes, "successes": successes, "success_rate": successes / episodes,
+            "success_rate_ci95": [low, high]}
+
+
+def cell(r: Mapping[str, Any] | None) -> str:
+    if not r:
+        return "-"
+    low, high = r["success_rate_ci95"]
+    return f"{100 * r['success_rate']:5.1f}% [{100 * low:4.1f}, {100 * high:5.1f}] ({r['successes']}/{r['episodes']})"
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows, strict=True)]
+    print(f"\n{title}")
+    for line in (header, ["-" * w for w in widths], *rows):
+        print("  " + " | ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)))
+
+
+def collect(opts: argparse.Namespace, tasks: str, demos: int, out: Path) -> dict[str, Any]:
+    """``embodied data collect`` (resumable: an existing complete folder is reused as it is)."""
+    cmd = [*EMBODIED, "data", "collect", "--env", "metaworld", "--task", tasks, "--episodes", str(demos),
+           "--policy", "expert", "--out", str(out), "--image-size", str(opts.image_size), "--seed",
+           str(opts.collect_seed), "--no-progress"]
+    wall = run(cmd, out.parent / f"{out.name}.collect.log")
+    state = json.loads((out / "meta" / "collect.json").read_text())
+    info = json.loads((out / "meta" / "info.json").read_text())
+    return {"path": str(out), "tasks": tasks.split(","), "episodes": info["total_episodes"],
+            "frames": info["total_frames"], "fps": info["fps"], "wall_s": wall, "collect": state}
+
+
+def train_ours(opts: argparse.Namespace, model: str, dataset: Path, out: Path) -> float:
+    """``embodied train`` with the shared settings; returns its wall time."""
+    cmd = [*EMBODIED, "train", "--model-name", model, "--dataset-format", "lerobot_datasets",
+           "--dataset-path", str(dataset), "--train-iters", str(opts.steps),
+           "--per-device-batch-size", str(opts.batch_size), "--lr-base", str(opts.lr),
+           "--lr-warmup-iters", str(opts.warmup), "--min-lr", str(opts.min_lr),
+           "--adam-beta1", str(OPTIMIZER["beta1"]), "--adam-beta2", str(OPTIMIZER["beta2"]),
+           "--adam-eps", str(OPTIMIZER["eps"]), "--weight-decay", str(OPTIMIZER["weight_decay"]),
+           "--clip-grad", str(OPTIMIZER["clip"]), "--seed", str(opts.seed), "--dtype", "float32",
+           "--num-workers", str(opts.num_workers), "--log-interval", "50", "--save-interval", str(opts.steps),
+           "--output-dir", str(out), *opts.train_arg]
+    return run(cmd, out.parent / f"{out.name}.train.log")
+
+
+def eval_ours(opts: argparse.Namespace, checkpoint: Path, tasks: str, out: Path, *, episodes: int,
+              baselines: str = "", render: str = "fast") -> dict[str, Any]:
+    """``embodied eval --env metaworld``; returns eval.json (and the baselines' under ``baselines``)."""
+    cmd = [*EMBODIED, "eval", str(checkpoint), "--env", "metaworld", "--task", tasks, "--render", render,
+           "--episodes", str(episodes), "--seed", str(opts.eval_seed), "--replan-steps", str(opts.replan_steps),
+           "--num-envs", str(opts.num_envs), "--output-dir", str(out), "--no-progress"]
+    if baselines:
+        cmd += ["--baselines", baselines]
+    wall = run(cmd, out.parent / f"{out.name}.eval.log")
+    doc = json.loads((out / "eval.json").read_text())
+    doc["command_wall_s"] = wall
+    doc["baselines"] = {name: json.loads((out / "baselines" / name / "eval.json").read_text())
+                        for name in filter(None, baselines.split(","))}
+    return doc
+
+
+def expert_success(opts: argparse.Namespace, tasks: str, episodes: int) -> dict[str, Any]:
+    """MetaWorld's scripted expert on the eval seeds (its actions clipped to the action space, as recorded)."""
+    import numpy as np
+
+    from embodied_eval.env_options import resolve_env
+
+    factory, _ = resolve_env("metaworld", flags={"task": tasks, "image_size": str(opts.image_size)})
+    env = factory(None)
+    low, high = env.action_bounds or (-np.inf, np.inf)
+    results: dict[str, list[bool]] = {}
+    try:
+        for task in env.tasks or (None,):
+            for seed in range(opts.eval_seed, opts.eval_seed + episodes):
+                env.reset(seed, task=task)
+                success = False
+                for _ in range(env.max_steps):
+                    step = env.step(np.clip(env.expert_action(), low, high))
+                    success = success or step.success
+                    if step.done:
+                        break
+                results.setdefault(str(task), []).append(success)
+    finally:
+        env.close()
+    every = [s for outcomes in results.values() for s in outcomes]
+    return {"overall": rate(sum(every), len(every)),
+            "per_task": {task: rate(sum(s), len(s)) for task, s in results.items()}}
+
+
+class SwappedInstruction:
+    """A policy that reads another task's instruction than the episode's: ``mapping[instruction]``."""
+
+    def __init__(self, policy: Any, mapping: Mapping[str, str]) -> None:
+        self.policy = policy
+        self.mapping = dict(mapping)
+        self.metadata = policy.metadata
+
+    def predict_action(self, observation: Mapping[str, Any]) -> Any:
+        return self.policy.predict_action({**observation, "task": self.mapping[observation["task"]]})
+
+    def reset(self) -> None:
+        self.policy.reset()
+
+
+def eval_swapped(opts: argparse.Namespace, checkpoint: Path, tasks: str, episodes: int) -> dict[str, Any]:
+    """The policy evaluated in each task with the next task's instruction (a cyclic shift of the 5)."""
+    from embodied_core import load_policy
+    from embodied_eval.env_options import resolve_env
+    from embodied_eval.envs.metaworld.tasks import description
+    from embodied_eval.report import summarize_tasks
+    from embodied_eval.rollout import RolloutSettings, run_episodes
+
+    names = tasks.split(",")
+    texts = [description(t) for t in names]
+    mapping = {texts[i]: texts[(i + 1) % len(texts)] for i in range(len(texts))}
+    factory, _ = resolve_env("metaworld", flags={"task": tasks})
+    first = load_policy(checkpoint, seed=0)
+    settings = RolloutSettings(num_episodes=episodes, seed=opts.eval_seed, num_envs=opts.num_envs,
+                               replan_steps=opts.replan_steps)
+    pool = [first]
+
+    def make_policy() -> SwappedInstruction:
+        return SwappedInstruction(pool.pop() if pool else load_policy(checkpoint, seed=0), mapping)
+
+    probe = factory(first.metadata)
+    groups = probe.task_groups
+    probe.close()
+    results = run_episodes(make_policy, lambda: factory(first.metadata), settings, tasks=tuple(names))
+    return {"instruction_of": {names[i]: names[(i + 1) % len(names)] for i in range(len(names))},
+            **summarize_tasks(results, groups)}
+
+
+def success_of(doc: Mapping[str, Any]) -> dict[str, Any]:
+    s = doc["summary"]
+    return {k: s[k] for k in ("episodes", "successes", "success_rate", "success_rate_ci95")}
+
+
+# ---------------------------------------------------------------------------------------------- parts
+def part_single(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
+    data = collect(opts, opts.task, opts.demos, work / "data_single")
+    report["single"] = {"dataset": data, "task": opts.task, "models": {}}
+    print(f"collected {data['episodes']} demos of {opts.task} ({data['frames']} frames at {opts.image_size} px) in "
+          f"{data['wall_s']:.0f} s")
+    expert = expert_success(opts, opts.task, opts.episodes)
+    report["single"]["expert"] = expert["overall"]
+    rows = [["expert (scripted)", cell(expert["overall"]), "-"]]
+    baselines_done = False
+    for model in opts.models:
+        out = work / f"single_{model}"
+        entry: dict[str, Any] = {}
+        try:
+            entry["train_wall_s"] = train_ours(opts, model, Path(data["path"]), out)
+            doc = eval_ours(opts, out, opts.task, work / f"single_{model}_eval", episodes=opts.episodes,
+                            baselines="" if baselines_done else opts.baselines)
+        except RuntimeError as exc:
+            entry["error"] = str(exc)[-1500:]
+            print(f"{model}: failed: {str(exc).splitlines()[0]}")
+            rows.append([model, "failed", "-"])
+            report["single"]["models"][model] = entry
+            continue
+        entry |= {"success": success_of(doc), "eval_wall_s": doc["command_wall_s"],
+                  "of_expert": doc["summary"]["success_rate"] / max(expert["overall"]["success_rate"], 1e-9)}
+        report["single"]["models"][model] = entry
+        rows.append([model, cell(entry["success"]), f"{entry['train_wall_s']:.0f}"])
+        if doc["baselines"] and not baselines_done:
+            report["single"]["baselines"] = {name: success_of(b) for name, b in doc["baselines"].items()}
+            baselines_done = True
+    for name, value in report["single"].get("baselines", {}).items():
+        rows.append([f"baseline: {name}", cell(value), "-"])
+    print_table(f"single task {opts.task}: {opts.demos} demos, {opts.steps} steps x batch {opts.batch_size}, "
+                f"{opts.episodes} episodes (seeds {opts.eval_seed}..{opts.eval_seed + opts.episodes - 1})",
+                ["policy", "success [95% CI]", "train wall s"], rows)
+
+
+def part_multi(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
+    model = opts.models[0]
+    data = collect(opts, opts.multi_tasks, opts.multi_demos, work / "data_multi")
+    print(f"collected {data['episodes']} demos of {len(data['tasks'])} tasks ({data['frames']} frames) in "
+          f"{data['wall_s']:.0f} s")
+    out = work / f"multi_{model}"
+    train_wall = train_ours(opts, model, Path(data["path"]), out)
+    doc = eval_ours(opts, out, opts.multi_tasks, work / f"multi_{model}_eval", episodes=opts.multi_episodes)
+    swapped = eval_swapped(opts, out, opts.multi_tasks, opts.multi_episodes)
+    expert = expert_success(opts, opts.multi_tasks, opts.multi_episodes)
+    report["multi"] = {"dataset": data, "model": model, "train_wall_s": train_wall, "tasks": doc["tasks"],
+                       "swapped": swapped, "expert": expert}
+    rows = [[task, cell(expert["per_task"].get(task)), cell(doc["tasks"]["per_task"].get(task)),
+             f"{swapped['instruction_of'][task]}: {cell(swapped['per_task'].get(task))}"]
+            for task in data["tasks"]]
+    rows.append(["mean (all episodes)", cell(expert["overall"]), cell(doc["tasks"]["overall"]),
+                 cell(swapped["overall"])])
+    print_table(f"multi-task {model}: {len(data['tasks'])} tasks x {opts.multi_demos} demos, {opts.steps} steps, "
+                f"{opts.multi_episodes} episodes per task; train {train_wall:.0f} s",
+                ["task", "expert", "policy (own instruction)", "instruction swapped to"], rows)
+
+
+def lerobot_train(opts: argparse.Namespace, dataset: Path, vlm: Path, out: Path) -> float:
+    """``lerobot-train`` SmolVLA with smolvla_tiny's sizes and the shared settings; returns its wall time."""
+    import yaml
+
+    preset = yaml.safe_load((REPO / "packages/embodied-models/src/embodied_models/smolvla/smolvla_tiny.yaml")
+                            .read_text())
+    model, data = preset["model"], preset["data"]
+    horizon, image = int(data["action_horizon"]), int(data["image_size"][0])
+    bin_dir = Path(opts.lerobot_python).parent
+    cmd = [str(bin_dir / "lerobot-train"), f"--dataset.repo_id=local/{dataset.name}", f"--dataset.root={dataset}",
+           "--policy.type=smolvla", f"--policy.vlm_model_name={vlm}", "--policy.load_vlm_weights=false",
+           f"--policy.num_vlm_layers={model['num_vlm_layers']}",
+           f"--policy.expert_width_multiplier={model['expert_width_multiplier']}",
+           f"--policy.self_attn_every_n_layers={model['self_attn_every_n_layers']}",
+           f"--policy.max_state_dim={model['max_state_dim']}", f"--policy.max_action_dim={model['max_action_dim']}",
+           f"--policy.chunk_size={horizon}", f"--policy.n_action_steps={opts.replan_steps}",
+           f"--policy.resize_imgs_with_padding=[{image},{image}]",
+           f"--policy.tokenizer_max_length={model['tokenizer_max_length']}",
+           f"--policy.num_steps={model['num_inference_steps']}",
+           f"--policy.freeze_vision_encoder={str(model['freeze_vision_encoder']).lower()}",
+           f"--policy.train_expert_only={str(model['train_expert_only']).lower()}",
+           "--policy.push_to_hub=false", "--policy.device=cpu", "--policy.use_amp=false",
+           f"--policy.optimizer_lr={opts.lr}",
+           f"--policy.optimizer_betas=[{OPTIMIZER['beta1']},{OPTIMIZER['beta2']}]",
+           f"--policy.optimizer_eps={OPTIMIZER['eps']}", f"--policy.optimizer_weight_decay={OPTIMIZER['weight_decay']}",
+           f"--policy.optimizer_grad_clip_norm={OPTIMIZER['clip']}",
+           f"--policy.scheduler_warmup_steps={opts.warmup}", f"--policy.scheduler_decay_steps={opts.steps}",
+           f"--policy.scheduler_decay_lr={opts.min_lr}",
+           f"--steps={opts.steps}", f"--batch_size={opts.batch_size}", f"--seed={opts.seed}",
+           f"--num_workers={opts.num_workers}", f"--save_freq={opts.steps}", "--log_freq=50", "--wandb.enable=false",
+           f"--output_dir={out}", *opts.lerobot_train_arg]
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)  # lerobot-train refuses an existing output dir without --resume
+    return run(cmd, out.parent / f"{out.name}.train.log", env=_lerobot_env(out.parent))
+
+
+def _lerobot_env(work: Path) -> dict[str, str]:
+    return {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "HF_HOME": str(work / "hf_home"), "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+
+
+def lerobot_eval(opts: argparse.Namespace, checkpoint: Path, out: Path) -> dict[str, Any]:
+    """One ``lerobot-eval`` run (its own MetaworldEnv, 480 x 480 frames) on the first seeds."""
+    bin_dir = Path(opts.lerobot_python).parent
+    cmd = [str(bin_dir / "lerobot-eval"), f"--policy.path={checkpoint}", "--env.type=metaworld",
+           f"--env.task={opts.task}", f"--eval.n_episodes={opts.lerobot_eval_episodes}", "--eval.batch_size=1",
+           f"--seed={opts.eval_seed}", "--policy.device=cpu", f"--output_dir={out}"]
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    wall = run(cmd, out.parent / f"{out.name}.log", env=_lerobot_env(out.parent))
+    info = json.loads((out / "eval_info.json").read_text())
+    overall = info["overall"]
+    n = int(overall["n_episodes"])
+    return {"wall_s": wall, **rate(round(overall["pc_success"] * n / 100), n)}
+
+
+def part_lerobot(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
+    lerobot_python = Path(opts.lerobot_python)
+    if not lerobot_python.is_file():
+        raise SystemExit(f"{lerobot_python} not found: run scripts/setup.sh (it creates .venv-lerobot)")
+    data = collect(opts, opts.task, opts.demos, work / "data_single")
+    model = "smolvla_tiny"
+    ours = (report.get("single") or {}).get("models", {}).get(model)
+    if not ours or "success" not in ours:  # not measured in this invocation: train and evaluate ours here
+        out = work / f"single_{model}"
+        ours = {"train_wall_s": train_ours(opts, model, Path(data["path"]), out)}
+        ours["success"] = success_of(eval_ours(opts, out, opts.task, work / f"single_{model}_eval",
+                                               episodes=opts.episodes))
+    vlm = work / "lerobot_vlm"
+    run([str(lerobot_python), str(REPO / "benchmarks" / "lerobot_smolvla_vlm.py"), str(vlm)], work / "vlm.log",
+        env=_lerobot_env(work))
+    run_dir = work / "lerobot_smolvla"
+    train_wall = lerobot_train(opts, Path(data["path"]), vlm, run_dir)
+    imported = work / "lerobot_smolvla_imported"
+    if imported.exists():
+        import shutil
+
+        shutil.rmtree(imported)
+    run([*EMBODIED, "checkpoint", "import-lerobot-smolvla", str(run_dir), str(imported)], work / "import.log")
+    theirs = eval_ours(opts, imported, opts.task, work / "lerobot_smolvla_eval", episodes=opts.episodes)
+    entry: dict[str, Any] = {"train_wall_s": train_wall, "success": success_of(theirs), "vlm_folder": str(vlm)}
+    rows = [[f"ours ({model})", cell(ours["success"]), f"{ours['train_wall_s']:.0f}"],
+            ["lerobot-train SmolVLA, our env", cell(entry["success"]), f"{train_wall:.0f}"]]
+    if opts.lerobot_eval_episodes > 0:
+        k = opts.lerobot_eval_episodes
+        pretrained = run_dir / "checkpoints" / "last" / "pretrained_model"
+        entry["lerobot_eval"] = lerobot_eval(opts, pretrained, work / "lerobot_eval")
+        ours_480 = eval_ours(opts, imported, opts.task, work / "lerobot_smolvla_eval_render_lerobot", episodes=k,
+                             render="lerobot")
+        entry["our_env_render_lerobot"] = success_of(ours_480)
+        rows += [[f"lerobot-train SmolVLA, lerobot-eval (480 px), {k} ep", cell(entry["lerobot_eval"]), "-"],
+                 [f"lerobot-train SmolVLA, our env --render lerobot, {k} ep", cell(entry["our_env_render_lerobot"]),
+                  "-"]]
+    report["lerobot"] = {"ours": ours, "lerobot": entry, "dataset": data["path"]}
+    print_table(f"ours vs lerobot 0.6.1 on {opts.task}: same dataset, SmolVLA at smolvla_tiny's sizes, {opts.steps} "
+                f"steps x batch {opts.batch_size}, lr {opts.lr}, seed {opts.seed}; {opts.episodes} episodes",
+                ["trained by / evaluated in", "success [95% CI]", "train wall s"], rows)
+
+
+# ---------------------------------------------------------------------------------------------- main
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="single,multi,lerobot", help="comma-separated: single, multi, lerobot")
+    parser.add_argument("--workdir", type=Path, default=REPO / "outputs" / "metaworld_bench")
+    parser.add_argument("--json", type=Path, default=None, help="report file (default WORKDIR/metaworld.json)")
+    parser.add_argument("--task", default="button-press-topdown-v3")
+    parser.add_argument("--demos", type=int, default=50)
+    parser.add_argument("--image-size", type=int, default=128)
+    parser.add_argument("--collect-seed", type=int, default=0)
+    parser.add_argument("--models", default="smolvla_tiny,pi05_tiny,xvla_tiny,groot_n1_7_tiny")
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--min-lr", type=float, default=1e-5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--num-workers", type=int, default=2)
+    parser.add_argument("--train-arg", action="append", default=[], help="extra `embodied train` argument "
+                        "(repeatable), e.g. --train-arg=model.train_expert_only=false")
+    parser.add_argument("--lerobot-train-arg", action="append", default=[], help="extra lerobot-train argument")
+    parser.add_argument("--episodes", type=int, default=50)
+    parser.add_argument("--eval-seed", type=int, default=1000, help="episode i uses seed EVAL_SEED + i")
+    parser.add_argument("--replan-steps", type=int, default=5)
+    parser.add_argument("--num-envs", type=int, default=2)
+    parser.add_argument("--baselines", default="hold,mean_action")
+    parser.add_argument("--multi-tasks", default=EASY5)
+    parser.add_argument("--multi-demos", type=int, default=25)
+    parser.add_argument("--multi-episodes", type=int, default=20, help="episodes per task")
+    parser.add_argument("--lerobot-python", default=str(DEFAULT_LEROBOT_PYTHON))
+    parser.add_argument("--lerobot-eval-episodes", type=int, default=10, help="0: no lerobot-eval cross-check")
+    opts = parser.parse_args(argv)
+    opts.models = [m for m in opts.models.split(",") if m]
+    parts = [p for p in opts.parts.split(",") if p]
+    unknown = sorted(set(parts) - {"single", "multi", "lerobot"})
+    if unknown or not opts.models:
+        parser.error(f"--parts: unknown {unknown} (single, multi, lerobot)" if unknown else "--models is empty")
+    work = opts.workdir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opts).items()},
+                              "optimizer": OPTIMIZER, "machine": {"cpus": os.cpu_count()}}
+    path = opts.json or work / "metaworld.json"
+    started = time.perf_counter()
+    for part in parts:
+        {"single": part_single, "multi": part_multi, "lerobot": part_lerobot}[part](opts, work, report)
+        report["wall_s"] = time.perf_counter() - started
+        path.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {path} ({report['wall_s']:.0f} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
