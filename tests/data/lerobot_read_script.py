@@ -1,10 +1,11 @@
 """Runs in .venv-lerobot (lerobot 0.6.1): reads a local dataset with lerobot's own ``LeRobotDataset`` and saves
 what it returns for some rows, for tests/data/test_lerobot_reads.py to compare with our reader.
 
-    .venv-lerobot/bin/python tests/data/lerobot_read_script.py DATASET_ROOT OUT.npz INDEX [INDEX ...]
+    .venv-lerobot/bin/python tests/data/lerobot_read_script.py OUT_DIR ROOT=INDEX,INDEX,... [ROOT=...]
 
-OUT.npz: per row i ``{i}|<key>`` for every camera (uint8 HWC, from lerobot's float CHW in [0, 1]), the state, the
-action, the integer columns and the timestamp; OUT.json: the dataset facts and each row's task string.
+For the k-th dataset, OUT_DIR/k.npz: per row i ``{i}|<key>`` for every camera (uint8 HWC, from lerobot's float
+CHW in [0, 1]), the state, the action, the integer columns and the timestamp; OUT_DIR/k.json: the dataset facts
+and each row's task string. One process reads them all (importing lerobot is most of the time).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 
-def main(root: str, out: str, indices: list[int]) -> None:
+def read(root: str, out: Path, indices: list[int]) -> None:
     dataset = LeRobotDataset("local/embodied-test", root=root, video_backend="torchcodec")
     meta = dataset.meta
     arrays: dict[str, np.ndarray] = {}
@@ -35,8 +36,10 @@ def main(root: str, out: str, indices: list[int]) -> None:
     facts = {"num_episodes": dataset.num_episodes, "num_frames": dataset.num_frames, "fps": meta.fps,
              "camera_keys": list(meta.camera_keys), "features": sorted(meta.features), "tasks": tasks,
              "episode_lengths": [int(e["length"]) for e in meta.episodes]}
-    Path(out).with_suffix(".json").write_text(json.dumps(facts))
+    out.with_suffix(".json").write_text(json.dumps(facts))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]])
+    for k, job in enumerate(sys.argv[2:]):
+        root, _, rows = job.rpartition("=")
+        read(root, Path(sys.argv[1]) / f"{k}.npz", [int(x) for x in rows.split(",")])
