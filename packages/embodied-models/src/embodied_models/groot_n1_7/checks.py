@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from embodied_models.groot_n1_7.config import GrootDataConfig, GrootModelConfig
 from embodied_models.groot_n1_7.embodiments import EMBODIMENT_SLOTS
-from embodied_models.vla.checks import tokenizer_folder_missing, width_problems
+from embodied_models.vla.checks import run_config_check, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
 
@@ -31,15 +29,9 @@ def size_problems(model: GrootModelConfig, data: GrootDataConfig) -> list[str]:
     return problems
 
 
-def check_run_config(config: Any) -> list[str]:
-    """Extra validation of a RunConfig whose model is GR00T N1.7 (declared in the specs' ``checks``)."""
-    model, data = config.model, config.data
-    if not isinstance(model, GrootModelConfig) or not isinstance(data, GrootDataConfig):
-        return []
-    problems = size_problems(model, data)
-    if model.processor == "qwen3_vl" and tokenizer_folder_missing(config):
-        problems.append("GR00T N1.7 builds its prompt and image tokens with the Qwen3-VL processor: pass "
-                        "--tokenizer-path DIR (a local Cosmos-Reason2-2B / Qwen3-VL folder with the tokenizer, chat "
-                        "template and preprocessor_config.json) or data.tokenizer_path=DIR; model.processor=tiny uses "
-                        "the built-in tiny processor instead")
-    return problems
+check_run_config = run_config_check(
+    GrootModelConfig, GrootDataConfig, size_problems, needs_folder=lambda model: model.processor == "qwen3_vl",
+    folder_message="GR00T N1.7 builds its prompt and image tokens with the Qwen3-VL processor: pass --tokenizer-path "
+    "DIR (a local Cosmos-Reason2-2B / Qwen3-VL folder with the tokenizer, chat template and preprocessor_config.json) "
+    "or data.tokenizer_path=DIR; model.processor=tiny uses the built-in tiny processor instead")
+"""Extra validation of a RunConfig whose model is GR00T N1.7 (declared in the specs' ``checks``)."""

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
-from embodied_models.vla.checks import tokenizer_folder_missing, width_problems
+from embodied_models.vla.checks import run_config_check, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
 
@@ -29,14 +27,9 @@ def size_problems(model: Pi05ModelConfig, data: Pi05DataConfig) -> list[str]:
     return problems
 
 
-def check_run_config(config: Any) -> list[str]:
-    """Extra validation of a RunConfig whose model is pi0.5 (declared in the pi05 specs' ``checks``)."""
-    model, data = config.model, config.data
-    if not isinstance(model, Pi05ModelConfig) or not isinstance(data, Pi05DataConfig):
-        return []
-    problems = size_problems(model, data)
-    if model.tokenizer == "paligemma" and tokenizer_folder_missing(config):
-        problems.append("pi0.5 tokenizes its prompt with the PaliGemma tokenizer: pass --tokenizer-path DIR (a local "
-                        "Hugging Face tokenizer directory) or data.tokenizer_path=DIR; model.tokenizer=tiny uses the "
-                        "built-in tiny tokenizer instead")
-    return problems
+check_run_config = run_config_check(
+    Pi05ModelConfig, Pi05DataConfig, size_problems, needs_folder=lambda model: model.tokenizer == "paligemma",
+    folder_message="pi0.5 tokenizes its prompt with the PaliGemma tokenizer: pass --tokenizer-path DIR (a local "
+    "Hugging Face tokenizer directory) or data.tokenizer_path=DIR; model.tokenizer=tiny uses the built-in tiny "
+    "tokenizer instead")
+"""Extra validation of a RunConfig whose model is pi0.5 (declared in the pi05 specs' ``checks``)."""

@@ -33,7 +33,7 @@ from embodied_models.pi05.checks import size_problems
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
 from embodied_models.pi05.gemma_layers import AdaRMSNorm, KVCache, Pi05Layer, gemma_config
 from embodied_models.vla import flow
-from embodied_models.vla.flow import euler_sample
+from embodied_models.vla.flow import euler_sample, flow_loss_elements
 
 __all__ = ["Pi05Model", "build_model", "time_sincos"]
 
@@ -229,16 +229,8 @@ class Pi05Model(EmbodiedModel):
         """Per-element flow-matching loss ``(v_t - u_t)^2`` [B, H, max_action_dim] (no reduction)."""
         if batch.actions is None:
             raise ValueError("the batch has no actions; training needs them (inference: sample_actions)")
-        actions = batch.actions.float()
-        if noise is None or time is None:
-            sampled_noise, sampled_time = self.sample_noise_and_time(actions)
-            noise = sampled_noise if noise is None else noise
-            time = sampled_time if time is None else time
-        t = time[:, None, None]
-        x_t = t * noise + (1 - t) * actions
-        u_t = noise - actions
-        v_t = self.velocity(self.embed_prefix(batch), x_t, time)
-        return F.mse_loss(u_t, v_t, reduction="none")
+        return flow_loss_elements(batch.actions.float(), noise=noise, time=time, draw=self.sample_noise_and_time,
+                                  velocity=lambda x_t, t: self.velocity(self.embed_prefix(batch), x_t, t))
 
     def forward(self, batch: Pi05PreparedBatch) -> ModelOutput:
         """Training loss: mean over the real action dims (data.action_dim) and the horizon.

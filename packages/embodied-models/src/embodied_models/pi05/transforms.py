@@ -31,23 +31,14 @@ from embodied_models.images import as_uint8_image
 from embodied_models.pi05.batch import Pi05PreparedBatch
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
 from embodied_models.pi05.tokenizer import PAD_ID, PromptTokenizer, load_tokenizer
-from embodied_models.vla.features import (
-    action_is_pad,
-    actions_in_dataset_units,
-    feature,
-    pad_last,
-    right_pad_ids,
-    task_string,
-)
+from embodied_models.vla.features import right_pad_ids, task_string
+from embodied_models.vla.transform import VLASampleTransform
 
 if TYPE_CHECKING:
     from embodied_core.protocols import Stats
-    from embodied_data.normalize import Normalizer
 
 __all__ = ["Pi05SampleTransform", "collate_pi05", "discretize_state", "make_transforms", "pi05_prompt",
            "resize_with_pad"]
-
-logger = logging.getLogger("embodied.models.pi05")
 
 NUM_STATE_BINS = 256
 
@@ -81,37 +72,28 @@ def pi05_prompt(task: str, bins: Sequence[int]) -> str:
     return f"Task: {cleaned}, State: {' '.join(str(int(b)) for b in bins)};\nAction: "
 
 
-class Pi05SampleTransform:
-    """The per-sample transform (picklable: runs in DataLoader workers).
+class Pi05SampleTransform(VLASampleTransform):
+    """The per-sample transform (picklable: runs in DataLoader workers; the rest of what it holds and does is
+    :class:`~embodied_models.vla.transform.VLASampleTransform`'s).
 
     Training samples and inference observations (the same keys without ``action``) both pass through it.
 
     Args:
-        model_config, data_config: the run's sections.
+        model_config, data_config: the run's sections (Pi05ModelConfig, Pi05DataConfig).
         tokenizer: prompt tokenizer (see tokenizer.load_tokenizer).
         normalizer: the state/action normalizer (None with ``data.normalization=none``).
     """
 
-    def __init__(self, model_config: Pi05ModelConfig, data_config: Pi05DataConfig, tokenizer: PromptTokenizer,
-                 normalizer: Normalizer | None) -> None:
-        self.model_config = model_config
-        self.data_config = data_config
-        self.tokenizer = tokenizer
-        self._warned_truncation = False
-        self.normalizer = normalizer
+    logger = logging.getLogger("embodied.models.pi05")  # where the truncation warning goes
+    model_config: Pi05ModelConfig
+    data_config: Pi05DataConfig
+    tokenizer: PromptTokenizer
 
     def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
-        cfg = self.data_config
         images, masks = self._images(sample)
-        state = feature(sample, cfg.state_key, cfg.state_dim, kind="state", normalizer=self.normalizer).reshape(-1)
-        tokens, token_mask = self._tokens(sample, state)
+        tokens, token_mask = self._tokens(sample, self.read(sample, "state").reshape(-1))
         out: dict[str, Any] = {"images": images, "image_masks": masks, "tokens": tokens, "token_mask": token_mask}
-        if cfg.action_key in sample:
-            actions = feature(sample, cfg.action_key, cfg.action_dim, kind="action", normalizer=self.normalizer)
-            if actions.ndim == 1:
-                actions = actions[None]
-            out["actions"] = pad_last(actions, self.model_config.max_action_dim)
-            out["action_is_pad"] = action_is_pad(sample, cfg.action_key, actions.shape[0])
+        out.update(self.action_targets(sample, self.model_config.max_action_dim))
         return out
 
     def _images(self, sample: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,18 +113,8 @@ class Pi05SampleTransform:
         padded[: state.shape[0]] = state.double().numpy()
         ids = self.tokenizer.encode(pi05_prompt(task, discretize_state(padded)))
         limit = self.model_config.max_token_len
-        if len(ids) > limit:
-            if not self._warned_truncation:
-                logger.warning("pi0.5 prompt has %d tokens; truncated to model.max_token_len=%d", len(ids), limit)
-                self._warned_truncation = True
-            ids = ids[:limit]
-        return right_pad_ids(ids, limit, PAD_ID)
-
-    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Model actions [..., max_action_dim] -> dataset units [..., action_dim] (the transforms'
-        ``postprocess_actions``)."""
-        return actions_in_dataset_units(actions, action_dim=self.data_config.action_dim,
-                                        action_key=self.data_config.action_key, normalizer=self.normalizer)
+        return right_pad_ids(self.truncated(ids, limit, what="pi0.5 prompt", setting="model.max_token_len"), limit,
+                             PAD_ID)
 
 
 def collate_pi05(samples: Sequence[Mapping[str, Any]]) -> Pi05PreparedBatch:

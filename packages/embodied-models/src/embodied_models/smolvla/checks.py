@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig
-from embodied_models.vla.checks import tokenizer_folder_missing, width_problems
+from embodied_models.vla.checks import run_config_check, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
 
@@ -25,14 +23,9 @@ def size_problems(model: SmolVLAModelConfig, data: SmolVLADataConfig) -> list[st
     return problems
 
 
-def check_run_config(config: Any) -> list[str]:
-    """Extra validation of a RunConfig whose model is SmolVLA (declared in the smolvla specs' ``checks``)."""
-    model, data = config.model, config.data
-    if not isinstance(model, SmolVLAModelConfig) or not isinstance(data, SmolVLADataConfig):
-        return []
-    problems = size_problems(model, data)
-    if model.tokenizer == "smolvlm" and tokenizer_folder_missing(config):
-        problems.append("SmolVLA tokenizes the task with SmolVLM2's tokenizer: pass --tokenizer-path DIR (a local "
-                        "Hugging Face tokenizer directory, e.g. HuggingFaceTB/SmolVLM2-500M-Video-Instruct's files) "
-                        "or data.tokenizer_path=DIR; model.tokenizer=tiny uses the built-in byte tokenizer instead")
-    return problems
+check_run_config = run_config_check(
+    SmolVLAModelConfig, SmolVLADataConfig, size_problems, needs_folder=lambda model: model.tokenizer == "smolvlm",
+    folder_message="SmolVLA tokenizes the task with SmolVLM2's tokenizer: pass --tokenizer-path DIR (a local Hugging "
+    "Face tokenizer directory, e.g. HuggingFaceTB/SmolVLM2-500M-Video-Instruct's files) or data.tokenizer_path=DIR; "
+    "model.tokenizer=tiny uses the built-in byte tokenizer instead")
+"""Extra validation of a RunConfig whose model is SmolVLA (declared in the smolvla specs' ``checks``)."""

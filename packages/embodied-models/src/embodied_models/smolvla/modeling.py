@@ -37,7 +37,7 @@ from embodied_models.smolvla.checks import size_problems
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig, expert_mlp_dim, expert_width
 from embodied_models.smolvla.images import prepare_images
 from embodied_models.smolvla.layers import KVCache, SmolVLALayer, llama_config
-from embodied_models.vla.flow import euler_sample, time_sincos
+from embodied_models.vla.flow import euler_sample, flow_loss_elements, time_sincos
 
 __all__ = ["SmolVLAModel", "build_model", "time_sincos"]
 
@@ -253,16 +253,8 @@ class SmolVLAModel(EmbodiedModel):
         """Per-element flow-matching loss ``(u_t - v_t)^2`` [B, H, max_action_dim] (no reduction)."""
         if batch.actions is None:
             raise ValueError("the batch has no actions; training needs them (inference: sample_actions)")
-        actions = batch.actions.float()
-        if noise is None or time is None:
-            sampled_noise, sampled_time = self.sample_noise_and_time(actions)
-            noise = sampled_noise if noise is None else noise
-            time = sampled_time if time is None else time
-        t = time[:, None, None]
-        x_t = t * noise + (1 - t) * actions
-        u_t = noise - actions
-        v_t = self.velocity(self.embed_prefix(batch), x_t, time)
-        return F.mse_loss(u_t, v_t, reduction="none")
+        return flow_loss_elements(batch.actions.float(), noise=noise, time=time, draw=self.sample_noise_and_time,
+                                  velocity=lambda x_t, t: self.velocity(self.embed_prefix(batch), x_t, t))
 
     def reduce_loss(self, elements: torch.Tensor, action_is_pad: torch.Tensor | None) -> torch.Tensor:
         """lerobot's SmolVLAPolicy reduction: the real action dims, padded horizon steps zeroed, the sum divided by

@@ -29,42 +29,31 @@ from embodied_models.images import as_uint8_image
 from embodied_models.smolvla.batch import SmolVLAPreparedBatch
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig
 from embodied_models.smolvla.tokenizer import TaskTokenizer, load_tokenizer, task_text
-from embodied_models.vla.features import (
-    action_is_pad,
-    actions_in_dataset_units,
-    feature,
-    pad_last,
-    right_pad_ids,
-    task_string,
-)
+from embodied_models.vla.features import pad_last, right_pad_ids, task_string
+from embodied_models.vla.transform import VLASampleTransform
 
 if TYPE_CHECKING:
     from embodied_core.protocols import Stats
-    from embodied_data.normalize import Normalizer
 
 __all__ = ["SmolVLACollate", "SmolVLASampleTransform", "make_transforms"]
 
-logger = logging.getLogger("embodied.models.smolvla")
 
-
-class SmolVLASampleTransform:
-    """The per-sample transform (picklable: runs in DataLoader workers).
+class SmolVLASampleTransform(VLASampleTransform):
+    """The per-sample transform (picklable: runs in DataLoader workers; the rest of what it holds and does is
+    :class:`~embodied_models.vla.transform.VLASampleTransform`'s).
 
     Training samples and inference observations (the same keys without ``action``) both pass through it.
 
     Args:
-        model_config, data_config: the run's sections.
+        model_config, data_config: the run's sections (SmolVLAModelConfig, SmolVLADataConfig).
         tokenizer: task tokenizer (see tokenizer.load_tokenizer).
         normalizer: the state/action normalizer (None with ``data.normalization=none``).
     """
 
-    def __init__(self, model_config: SmolVLAModelConfig, data_config: SmolVLADataConfig, tokenizer: TaskTokenizer,
-                 normalizer: Normalizer | None) -> None:
-        self.model_config = model_config
-        self.data_config = data_config
-        self.tokenizer = tokenizer
-        self.normalizer = normalizer
-        self._warned_truncation = False
+    logger = logging.getLogger("embodied.models.smolvla")  # where the truncation warning goes
+    model_config: SmolVLAModelConfig
+    data_config: SmolVLADataConfig
+    tokenizer: TaskTokenizer
 
     def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
         cfg, model = self.data_config, self.model_config
@@ -75,34 +64,19 @@ class SmolVLASampleTransform:
             images.append(as_uint8_image(sample[key], key) if present else None)
             masks[slot] = present
         images.extend([None] * cfg.empty_cameras)
-        state = feature(sample, cfg.state_key, cfg.state_dim, kind="state", normalizer=self.normalizer).reshape(-1)
+        state = self.read(sample, "state").reshape(-1)
         tokens, token_mask = self._tokens(sample)
         out: dict[str, Any] = {"images": images, "image_masks": masks, "tokens": tokens, "token_mask": token_mask,
                                "state": pad_last(state, model.max_state_dim)}
-        if cfg.action_key in sample:
-            actions = feature(sample, cfg.action_key, cfg.action_dim, kind="action", normalizer=self.normalizer)
-            if actions.ndim == 1:
-                actions = actions[None]
-            out["actions"] = pad_last(actions, model.max_action_dim)
-            out["action_is_pad"] = action_is_pad(sample, cfg.action_key, actions.shape[0])
+        out.update(self.action_targets(sample, model.max_action_dim))
         return out
 
     def _tokens(self, sample: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         task = task_string(sample, why="SmolVLA is conditioned on it")
         ids = self.tokenizer.encode(task_text(task))
         limit = self.model_config.tokenizer_max_length
-        if len(ids) > limit:
-            if not self._warned_truncation:
-                logger.warning("SmolVLA task has %d tokens; truncated to model.tokenizer_max_length=%d", len(ids),
-                               limit)
-                self._warned_truncation = True
-            ids = ids[:limit]
+        ids = self.truncated(ids, limit, what="SmolVLA task", setting="model.tokenizer_max_length")
         return right_pad_ids(ids, limit, self.tokenizer.pad_id)
-
-    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Model actions [..., max_action_dim] -> dataset units [..., action_dim] (``postprocess_actions``)."""
-        return actions_in_dataset_units(actions, action_dim=self.data_config.action_dim,
-                                        action_key=self.data_config.action_key, normalizer=self.normalizer)
 
 
 class SmolVLACollate:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["builtin_vocab_problems", "tokenizer_folder_missing", "width_problems"]
+__all__ = ["builtin_vocab_problems", "run_config_check", "tokenizer_folder_missing", "width_problems"]
 
 
 def width_problems(kind: str, dim: int | None, limit: int, *, consequence: str = "") -> list[str]:
@@ -40,3 +41,25 @@ def tokenizer_folder_missing(config: Any) -> bool:
     TOKENIZER_PATH environment variable."""
     data = config.data
     return not (data.tokenizer_path or config.training.tokenizer_path or data.resolved_tokenizer_path())
+
+
+def run_config_check(model_config: type, data_config: type, size_problems: Callable[[Any, Any], list[str]], *,
+                     needs_folder: Callable[[Any], bool], folder_message: str) -> Callable[[Any], list[str]]:
+    """A port's ``check_run_config`` (what its specs' ``checks`` name): for a run config whose sections are the port's
+    classes, ``size_problems(model, data)`` plus ``folder_message`` when ``needs_folder(model)`` (the model's
+    text settings want a tokenizer folder) and :func:`tokenizer_folder_missing`; nothing for another model's config.
+    """
+
+    def check_run_config(config: Any) -> list[str]:
+        model, data = config.model, config.data
+        if not isinstance(model, model_config) or not isinstance(data, data_config):
+            return []
+        problems = size_problems(model, data)
+        if needs_folder(model) and tokenizer_folder_missing(config):
+            problems.append(folder_message)
+        return problems
+
+    check_run_config.__doc__ = (f"Extra validation of a RunConfig whose sections are {model_config.__name__} / "
+                                f"{data_config.__name__} (the specs' ``checks``); see "
+                                "embodied_models.vla.checks.run_config_check.")
+    return check_run_config

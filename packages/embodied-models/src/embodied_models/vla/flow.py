@@ -15,8 +15,9 @@ import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
-__all__ = ["euler_sample", "time_sincos"]
+__all__ = ["euler_sample", "flow_loss_elements", "time_sincos"]
 
 
 def time_sincos(time_B: torch.Tensor, width: int, *, min_period: float, max_period: float) -> torch.Tensor:
@@ -49,3 +50,22 @@ def euler_sample(velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         time = torch.full((b,), 1.0 + step * dt, dtype=torch.float32, device=noise.device)
         x_t = x_t + dt * velocity(x_t, time)
     return x_t
+
+
+def flow_loss_elements(actions: torch.Tensor, *, noise: torch.Tensor | None, time: torch.Tensor | None,
+                       draw: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                       velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """Per-element flow-matching loss ``(u_t - v_t)^2`` (no reduction) of actions [B, H, A].
+
+    ``x_t = t noise + (1 - t) actions`` and the target ``u_t = noise - actions``; ``noise`` / ``time`` not given
+    are drawn with ``draw(actions) -> (noise, time)`` (the port's own stream); ``velocity(x_t, time)`` is the
+    network's prediction.
+    """
+    if noise is None or time is None:
+        drawn_noise, drawn_time = draw(actions)
+        noise = drawn_noise if noise is None else noise
+        time = drawn_time if time is None else time
+    t = time[:, None, None]
+    x_t = t * noise + (1 - t) * actions
+    u_t = noise - actions
+    return F.mse_loss(u_t, velocity(x_t, time), reduction="none")

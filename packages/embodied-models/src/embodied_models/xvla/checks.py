@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from embodied_models.vla.checks import tokenizer_folder_missing, width_problems
+from embodied_models.vla.checks import run_config_check, width_problems
 from embodied_models.xvla.config import XvlaDataConfig, XvlaModelConfig
 from embodied_models.xvla.layouts import layout_problems
 
@@ -58,14 +56,9 @@ def size_problems(model: XvlaModelConfig, data: XvlaDataConfig) -> list[str]:
     return problems
 
 
-def check_run_config(config: Any) -> list[str]:
-    """Extra validation of a RunConfig whose model is X-VLA (declared in the xvla specs' ``checks``)."""
-    model, data = config.model, config.data
-    if not isinstance(model, XvlaModelConfig) or not isinstance(data, XvlaDataConfig):
-        return []
-    problems = size_problems(model, data)
-    if model.tokenizer == "bart" and tokenizer_folder_missing(config):
-        problems.append("X-VLA tokenizes its instruction with the BART tokenizer: pass --tokenizer-path DIR (a local "
-                        "Hugging Face tokenizer directory, e.g. facebook/bart-large) or data.tokenizer_path=DIR; "
-                        "model.tokenizer=bytes uses the built-in byte tokenizer instead")
-    return problems
+check_run_config = run_config_check(
+    XvlaModelConfig, XvlaDataConfig, size_problems, needs_folder=lambda model: model.tokenizer == "bart",
+    folder_message="X-VLA tokenizes its instruction with the BART tokenizer: pass --tokenizer-path DIR (a local "
+    "Hugging Face tokenizer directory, e.g. facebook/bart-large) or data.tokenizer_path=DIR; model.tokenizer=bytes "
+    "uses the built-in byte tokenizer instead")
+"""Extra validation of a RunConfig whose model is X-VLA (declared in the xvla specs' ``checks``)."""

@@ -26,7 +26,8 @@ from embodied_core.errors import DataError
 from embodied_core.model_api import Transforms
 from embodied_data.normalize import state_action_normalizer
 from embodied_models.images import as_uint8_image
-from embodied_models.vla.features import action_is_pad, actions_in_dataset_units, feature, pad_last, task_string
+from embodied_models.vla.features import task_string
+from embodied_models.vla.transform import VLASampleTransform
 from embodied_models.xvla.batch import XvlaPreparedBatch
 from embodied_models.xvla.config import XvlaDataConfig, XvlaModelConfig
 from embodied_models.xvla.layouts import ActionLayout, layout_for
@@ -57,8 +58,9 @@ def resize_with_pad_left_top(image: torch.Tensor, size: tuple[int, int]) -> tupl
     return out, (top, left)
 
 
-class XvlaSampleTransform:
-    """The per-sample transform (picklable: runs in DataLoader workers).
+class XvlaSampleTransform(VLASampleTransform):
+    """The per-sample transform (picklable: runs in DataLoader workers; the rest of what it holds and does is
+    :class:`~embodied_models.vla.transform.VLASampleTransform`'s).
 
     Training samples and inference observations (the same keys without ``action``) both pass through it.
 
@@ -68,28 +70,22 @@ class XvlaSampleTransform:
         normalizer: the state/action normalizer (None with ``data.normalization=none``).
     """
 
+    model_config: XvlaModelConfig
+    data_config: XvlaDataConfig
+    tokenizer: InstructionTokenizer
+
     def __init__(self, model_config: XvlaModelConfig, data_config: XvlaDataConfig, tokenizer: InstructionTokenizer,
                  normalizer: Normalizer | None) -> None:
-        self.model_config = model_config
-        self.data_config = data_config
-        self.tokenizer = tokenizer
-        self.normalizer = normalizer
+        super().__init__(model_config, data_config, tokenizer, normalizer)
         self.layout: ActionLayout = layout_for(model_config.action_mode, action_dim=data_config.action_dim,
                                                max_action_dim=model_config.max_action_dim)
 
     def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
-        cfg = self.data_config
         images, masks, pads = self._images(sample)
         out: dict[str, Any] = {"images": images, "image_masks": masks, "image_pad": pads,
                                "tokens": self._tokens(sample), "domain_id": self._domain(sample),
                                "state": self._state(sample)}
-        if cfg.action_key in sample:
-            actions = feature(sample, cfg.action_key, cfg.action_dim, kind="action", normalizer=self.normalizer)
-            if actions.ndim == 1:
-                actions = actions[None]
-            self._check_bce_targets(sample, actions)
-            out["actions"] = pad_last(actions, self.layout.dim_action)
-            out["action_is_pad"] = action_is_pad(sample, cfg.action_key, actions.shape[0])
+        out.update(self.action_targets(sample, self.layout.dim_action))
         return out
 
     def _images(self, sample: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -109,8 +105,7 @@ class XvlaSampleTransform:
         width = self.model_config.max_state_dim if self.model_config.use_proprio else 0
         padded = torch.zeros(width, dtype=torch.float32)
         if width:
-            state = feature(sample, self.data_config.state_key, self.data_config.state_dim, kind="state",
-                            normalizer=self.normalizer).reshape(-1)
+            state = self.read(sample, "state").reshape(-1)
             padded[: state.shape[0]] = state
         return padded
 
@@ -133,7 +128,8 @@ class XvlaSampleTransform:
                             f"(model.num_domains), got {value.tolist()}")
         return torch.tensor(domain, dtype=torch.long)
 
-    def _check_bce_targets(self, sample: Mapping[str, Any], actions: torch.Tensor) -> None:
+    def check_actions(self, sample: Mapping[str, Any], actions: torch.Tensor) -> None:
+        """BCE gripper targets must lie in [0, 1] (a DataError names the channel, episode and frame)."""
         channels = [c for c in self.layout.bce_channels() if c < actions.shape[-1]]
         if not channels:
             return
@@ -146,11 +142,6 @@ class XvlaSampleTransform:
             raise DataError(f"{self.data_config.action_key} channel {channel}{where}: model.action_mode="
                             f"{self.layout.name} trains it as a gripper with BCE, so its targets must be in [0, 1] "
                             f"(got {float(values[bad][0]):g}); rescale the gripper or use model.action_mode=auto")
-
-    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Model actions [..., D] -> dataset units [..., action_dim] (the transforms' ``postprocess_actions``)."""
-        return actions_in_dataset_units(actions, action_dim=self.data_config.action_dim,
-                                        action_key=self.data_config.action_key, normalizer=self.normalizer)
 
 
 def collate_xvla(samples: Sequence[Mapping[str, Any]]) -> XvlaPreparedBatch:
