@@ -77,3 +77,18 @@ def test_the_requirement_is_checked_without_importing_torch() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
                             env=clean_env(EMBODIED_PLUGINS=ENV), timeout=60)
     assert result.stdout.split() == ["IncompatiblePluginError", "False"], result.stderr
+
+
+def test_a_run_selecting_it_reports_the_requirement_with_the_remedy() -> None:
+    from embodied_core.config.resolve import load_config
+    from embodied_core.config.validate import config_problems
+
+    registry.register(groups.OPTIMIZERS, "future_opt", FUTURE, replace=True)
+    try:
+        config = load_config(training={"model_name": "tiny_flow_policy", "dataset_format": "dummy_datasets",
+                                       "optimizer": "future_opt"})
+        problems, _ = config_problems(config, world_size=1)
+    finally:
+        registry.unregister(groups.OPTIMIZERS, "future_opt")
+    [problem] = [p for p in problems if "future_opt" in p]
+    assert "requires plugin API '>=99.0'" in problem and problem.endswith("or select another --optimizer")

@@ -22,7 +22,7 @@ from embodied_core.config.paths import tokenizer_path_problem
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.selection import BLOCKABLE_GROUPS, Selection, selected_plugins
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.errors import EmbodiedError, PluginLoadError, UsageError, did_you_mean
+from embodied_core.errors import EmbodiedError, IncompatiblePluginError, PluginLoadError, UsageError, did_you_mean
 from embodied_core.registry import groups
 from embodied_core.registry.specs import DatasetFormatSpec, PluginSpec
 
@@ -99,7 +99,7 @@ def _check_selected(config: RunConfig, selections: Iterable[Selection], problems
     for selection in selections:
         try:
             spec = _load(selection)
-        except PluginLoadError as exc:
+        except (PluginLoadError, IncompatiblePluginError) as exc:
             problems.append(f"{exc}; {_remedy(selection)}")
             continue
         except UsageError as exc:
