@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +24,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def run_embodied(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
                  timeout: float = 300, python: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs ``python -m embodied_core.cli.main ARGS`` and captures its output."""
-    return subprocess.run([python or sys.executable, "-m", "embodied_core.cli.main", *args], capture_output=True,
-                          text=True, env=env if env is not None else clean_env(), cwd=cwd, timeout=timeout)
+    """Runs ``python -m embodied_core.cli.main ARGS`` and captures its output (in a fork of a warm interpreter
+    that already imported torch when it can: ``tests/warm_cli.py``)."""
+    from tests.warm_cli import run_module
+
+    return run_module(list(args), env=env if env is not None else clean_env(), cwd=str(cwd) if cwd else None,
+                      timeout=timeout, python=python)

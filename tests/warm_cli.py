@@ -1,0 +1,241 @@
+"""A warm interpreter for the CLI tests: ``embodied ...`` runs in a fork of a process that already imported torch.
+
+Most CLI tests start ``python -m embodied_core.cli.main`` and spend most of their time importing torch,
+transformers and the embodied packages (about 3 s of CPU each on the 2-core CI machine). This module keeps one
+server process per set of import-time settings that has imported them; each command runs in a *fork* of it,
+so it gets a fresh process (own memory, exit code, signals, ``atexit``, file descriptors) that only skipped
+the imports. The child sets up what a new interpreter would see: the command's arguments, environment, working
+directory, ``sys.path`` (its cwd and ``PYTHONPATH``), stdin on /dev/null, stdout/stderr to files, fresh numpy
+RNG state; it then runs the module as ``__main__`` and leaves through the interpreter's normal shutdown.
+
+What cannot be replayed after the imports is never faked:
+- environment variables read while importing (``OMP_*``, ``TORCH*``, ``HF_*``, ``PYTHON*`` other than
+  ``PYTHONPATH``, ...): their values are part of a server's key, so a command with other values gets (or
+  starts) another server;
+- installed packages: a server is replaced when the ``site-packages`` listing changes (a test that installs or
+  uninstalls a distribution; ``.pth`` files of editable installs are read only at start-up);
+- another interpreter (``python=``): a plain subprocess.
+
+``TESTS_COLD_CLI=1`` turns it off (every command a real ``subprocess.run``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MODULE = "embodied_core.cli.main"
+PRELOAD = ("numpy", "torch", "safetensors.torch", "attrs", "cattrs", "yaml", "tyro", "rich", "transformers",
+           "embodied_core.cli.main", "embodied_core.cli.train", "embodied_core.trainer.api")
+"""Imported once by each server (import-time side effects only: nothing is discovered, built or seeded)."""
+
+_IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS", "TORCH", "PYTORCH", "CUDA", "NCCL", "HF_",
+                         "TRANSFORMERS", "TOKENIZERS", "PYTHON", "LD_", "MALLOC", "LC_", "LANG", "TZ")
+"""Environment variables that libraries may read while being imported (so a server fixes their values)."""
+
+
+def _import_time_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in env.items()
+                        if k.startswith(_IMPORT_TIME_PREFIXES) and k != "PYTHONPATH"))
+
+
+def _site_listing() -> tuple[str, ...]:
+    """Names and mtimes of what site-packages holds (a change means an install or uninstall)."""
+    entries = []
+    for folder in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+        with os.scandir(folder) as it:
+            entries.extend(f"{e.name}:{e.stat(follow_symlinks=False).st_mtime_ns}" for e in it)
+    return tuple(sorted(entries))
+
+
+# ------------------------------------------------------------------------------------------------ server side
+def _recv_json(conn: socket.socket) -> dict[str, Any]:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("client went away")
+        data += chunk
+    return json.loads(data)
+
+
+def _become_command(request: dict[str, Any], server_path: list[str]) -> None:
+    """In the forked child: what a new ``python -m MODULE ARGS`` process would see."""
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        out = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        os.dup2(out, fd)
+        os.close(out)
+    python_path = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:] = [os.getcwd(), *python_path, *server_path]
+    sys.argv = [MODULE, *request["argv"]]
+    import importlib
+
+    importlib.invalidate_caches()
+    import numpy as np
+
+    np.random.seed()  # a new process draws a new global numpy state (``random`` reseeds itself after fork)
+
+
+_BASE_PATH: list[str] = []
+"""The server's ``sys.path`` without its script folder and its PYTHONPATH (what every command starts from)."""
+
+
+def serve(listen_path: str) -> None:
+    """Imports :data:`PRELOAD`, then runs each request in a fork until stdin closes (the test process ended)."""
+    import importlib
+
+    _BASE_PATH[:] = [p for p in sys.path[1:] if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    for name in PRELOAD:
+        importlib.import_module(name)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(listen_path)
+    listener.listen(4)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        readable, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
+            return  # the test process closed our stdin: it is gone
+        if listener not in readable:
+            continue
+        conn, _ = listener.accept()
+        with conn:
+            try:
+                _run_request(conn, listener)
+            except (OSError, ValueError):
+                continue  # the client went away (timed out, or its test ended): serve the next one
+
+
+def _run_child(request: dict[str, Any], conn: socket.socket, listener: socket.socket) -> None:
+    """The forked child: becomes the command and leaves only through SystemExit, which unwinds to the
+    interpreter's normal shutdown (threads joined, ``atexit``, flushes) as in a real process; never returns to
+    the server loop."""
+    listener.close()
+    conn.close()
+    try:
+        _become_command(request, _BASE_PATH)
+        import runpy
+
+        # A real ``python -m`` has not imported the module yet (else runpy warns on stderr).
+        sys.modules.pop(MODULE, None)
+        runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
+    except SystemExit:
+        raise
+    except BaseException:  # what an uncaught exception does to a real process: traceback, exit code 1
+        import traceback
+
+        traceback.print_exc()
+        sys.exit(1)
+    sys.exit(0)
+
+
+def _run_request(conn: socket.socket, listener: socket.socket) -> None:
+    request = _recv_json(conn)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _run_child(request, conn, listener)
+    try:
+        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    finally:
+        _, status = os.waitpid(pid, 0)  # the client kills the child on its timeout; never leave a zombie
+    conn.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+
+
+# ------------------------------------------------------------------------------------------------ client side
+class _Server:
+    """One warm server process and the site-packages listing it was started with."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.folder = tempfile.mkdtemp(prefix="warm_cli_")
+        self.socket_path = os.path.join(self.folder, "socket")
+        self.site = _site_listing()
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), self.socket_path],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=self.folder)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if line.strip() != b"ready":
+            raise RuntimeError(f"the warm CLI server did not start (exit {self.proc.wait()})")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and _site_listing() == self.site
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def run(self, argv: list[str], *, env: dict[str, str], cwd: str, timeout: float,
+            cmd: list[str]) -> subprocess.CompletedProcess[str]:
+        with tempfile.TemporaryDirectory(prefix="warm_cli_run_") as tmp:
+            paths = {name: os.path.join(tmp, name) for name in ("stdout", "stderr")}
+            for path in paths.values():
+                Path(path).touch()
+            request = {"argv": argv, "env": env, "cwd": cwd, **paths}
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.connect(self.socket_path)
+                conn.sendall(json.dumps(request).encode() + b"\n")
+                conn.settimeout(60)  # the fork itself
+                pid = _recv_json(conn)["pid"]
+                conn.settimeout(timeout)
+                try:
+                    code = _recv_json(conn)["returncode"]
+                except TimeoutError:
+                    os.kill(pid, signal.SIGKILL)
+                    raise subprocess.TimeoutExpired(cmd, timeout, output=Path(paths["stdout"]).read_text(),
+                                                    stderr=Path(paths["stderr"]).read_text()) from None
+            out, err = (Path(paths[n]).read_text(errors="replace") for n in ("stdout", "stderr"))
+        return subprocess.CompletedProcess(cmd, code, out, err)
+
+
+_SERVERS: dict[tuple[tuple[str, str], ...], _Server] = {}
+
+
+def _close_all() -> None:
+    for server in _SERVERS.values():
+        server.close()
+    _SERVERS.clear()
+
+
+atexit.register(_close_all)
+
+
+def run_module(argv: list[str], *, env: dict[str, str], cwd: str | None, timeout: float,
+               python: str | None) -> subprocess.CompletedProcess[str]:
+    """``python -m embodied_core.cli.main ARGV`` with ``env`` in ``cwd``, as ``subprocess.run(capture_output=True,
+    text=True)`` returns it: in a fork of a warm server when possible, else as a real subprocess."""
+    cmd = [python or sys.executable, "-m", MODULE, *argv]
+    if os.environ.get("TESTS_COLD_CLI") == "1" or (python is not None and python != sys.executable):
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    key = _import_time_key(env)
+    server = _SERVERS.get(key)
+    if server is None or not server.alive():
+        if server is not None:
+            server.close()
+        server = _SERVERS[key] = _Server(env)
+    return server.run(argv, env=env, cwd=os.path.abspath(cwd or os.getcwd()), timeout=timeout, cmd=cmd)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
