@@ -6,12 +6,14 @@ the protocol changes of 050fe01; see its README): a model that is a plain ``nn.M
 written against the 0.1 API, a dataset format whose factory returns a list of dicts and a distributed strategy
 importing ``embodied_core.strategies.base``. It keeps its names (distribution ``embodied-plugin-template``, package
 ``embodied_plugin_template``): it is installed with pip into a venv that sees the test environment without the
-current template, so no two distributions claim one name.
+current template, so no two distributions claim one name. It trains under torchrun on 2 gloo processes, so its
+strategy runs too.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -53,7 +55,7 @@ def compat_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 _TRAIN = ["train", "--model-name", "tiny_flow_policy", "--dataset-format", "listed_episodes", "--num-samples", "16",
-          "--train-iters", "3", "--per-device-batch-size", "4", "--optimizer", "Lion", "--lr-base", "3e-4",
+          "--train-iters", "3", "--per-device-batch-size", "2", "--optimizer", "Lion", "--lr-base", "3e-4",
           "--dtype", "float32", "--num-workers", "0", "--save-interval", "0", "--lr-decay-style",
           "warmup_stable_decay", "--lr-warmup-iters", "1", "plugins.csv_metrics.filename=m.csv",
           "--distributed-strategy", "allreduce", "data.camera_keys=[observation.images.front]", "data.state_dim=2",
@@ -76,18 +78,28 @@ def test_it_registers_and_check_names_its_deprecated_import(compat_python: Path)
                         "(embodied_plugin_template.strategy)"), row
 
 
-def test_it_trains_with_its_model_dataset_optimizer_schedule_logger_and_hook(compat_python: Path,
-                                                                              tmp_path: Path) -> None:
-    result = run_embodied(*_TRAIN, "--output-dir", str(tmp_path), python=str(compat_python), timeout=240)
-    assert result.returncode == 0, result.stderr
+@pytest.mark.distributed
+def test_it_trains_on_two_processes_with_all_its_plugins(compat_python: Path, tmp_path: Path) -> None:
+    """Its model, list-of-dicts dataset, optimizer, schedule, logger, hook and strategy, under torchrun (gloo)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = subprocess.run([str(compat_python), "-m", "torch.distributed.run", "--nproc_per_node=2",
+                             f"--master_port={port}", "-m", "embodied_core.cli.main", *_TRAIN, "--output-dir",
+                             str(tmp_path)], capture_output=True, text=True, env=clean_env(OMP_NUM_THREADS="1"),
+                            timeout=240)
+    assert result.returncode == 0, result.stderr[-4000:]
     metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2, 3] and all(m["loss"] > 0 for m in metrics)
     assert "3,loss," in (tmp_path / "m.csv").read_text()  # its logger, switched on by its own option
     assert '"event": "train_end"' in (tmp_path / "hook_events.jsonl").read_text()  # its hook ran
     config = (tmp_path / "config.yaml").read_text()
-    assert "embodied-plugin-template 0.1.0" in config and "listed_episodes" in config
-    # what changed is said, not hidden: the old module path its strategy imports (validated with the run, unused
-    # by one process) and the lists its model returns warn, each naming the fix
+    assert "embodied.distributed_strategies/allreduce: embodied-plugin-template 0.1.0" in config
+    assert "embodied.dataset_formats/listed_episodes: embodied-plugin-template 0.1.0" in config
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["consumed_samples"] == 12  # 3 steps x 2 processes x 2 samples: both ranks trained
+    # what changed is said, not hidden: the old module path its strategy imports and the lists its model returns
+    # warn, each naming the fix
     assert ("FutureWarning: embodied_core.strategies.base is deprecated since embodied 0.2.0 and will be removed in "
             "0.3.0 at the earliest: use embodied_core.distributed.base instead") in result.stderr
     assert "fsdp_units() returned a list; the model-plugin protocol declares tuple" in result.stderr
