@@ -1,10 +1,10 @@
 """Request latency of ``embodied serve`` vs a direct ``predict_action`` call, for pi05_tiny and lingbot_va_tiny.
 
 For each model: train 2 steps (pi05_tiny on ``embodied data synth`` output, 96 x 96 frames; lingbot_va_tiny on
-``../shared/datasets/lerobot_written/v21`` with its latent cache, as the lingbot_va tests build it), load the
-checkpoint in this process and start ``embodied serve`` on it in a child process (same thread count), then
-time ``--episodes`` episodes of ``--steps`` requests each, both ways: ``predict_action`` here, and a request
-over the websocket (openpi's protocol, through :class:`embodied_eval.RemotePolicy`: pack, send, infer, receive,
+``../shared/datasets/lerobot_written/v21`` with its latent cache, encoded by embodied_models.wan's tiny random VAE
+and UMT5), load the checkpoint in this process and start ``embodied serve`` on it in a child process (same thread
+count), then time ``--episodes`` episodes of ``--steps`` requests each, both ways: ``predict_action`` here, and a
+request over the websocket (openpi's protocol, through :class:`embodied_eval.RemotePolicy`: pack, send, infer, receive,
 unpack). Prints p50/p99 per model and the server's own ``infer_ms``/``queue_ms``; latency includes the
 observation's encoding (a 96 x 96 frame: 27 KiB; lingbot_va_tiny's keyframe chunks: 12 frames x 2 cameras).
 
@@ -26,14 +26,33 @@ from typing import Any
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the lingbot_va fixtures of tests/ build its tiny VAE/text encoder
+SHARED = Path(os.environ.get("SHARED_DATA_DIR", Path(__file__).resolve().parents[2] / "shared"))
+"""``../shared`` next to the checkout (as the tests find it); override with SHARED_DATA_DIR."""
+LINGBOT_DATASET = SHARED / "datasets" / "lerobot_written" / "v21"
+UMT5_TOKENIZER = SHARED / "datasets" / "strategies" / "tokenizers" / "umt5_tiny"
+TASK = "pick the red cube"
+
+
+def _dataset_observations(root: Path, positions: range) -> list[dict[str, Any]]:
+    """Frames of a LeRobot dataset as a robot sends them: uint8 HWC frames, float32 state, the task string."""
+    import numpy as np
+
+    from embodied_data.lerobot.dataset import LeRobotDataset
+
+    data = LeRobotDataset(root, video_backend="pyav")
+    out = []
+    for position in positions:
+        sample = data[position]
+        obs = {key: sample[key].permute(1, 2, 0).numpy().copy() for key in data.camera_keys}
+        obs["observation.state"] = sample["observation.state"].numpy().astype(np.float32)
+        obs["task"] = sample["task"]
+        out.append(obs)
+    return out
 
 
 def _pi05_checkpoint(work: Path) -> tuple[Path, Callable[[], Iterator[dict[str, Any]]]]:
     from embodied_core.trainer.api import Trainer
     from embodied_data.synth import SynthConfig, write_synthetic_dataset
-    from tests.eval.serve_support import dataset_observations
 
     data = work / "synth"
     write_synthetic_dataset(data, SynthConfig(num_episodes=4, min_length=20, max_length=20, seed=0))
@@ -41,7 +60,7 @@ def _pi05_checkpoint(work: Path) -> tuple[Path, Callable[[], Iterator[dict[str, 
                           "train_iters": 2, "save_interval": 2, "dtype": "float32", "per_device_batch_size": 2,
                           "num_workers": 0, "lr_warmup_iters": 0, "output_dir": str(work / "pi05")},
              "data": {"state_dim": 2, "action_dim": 2}}).train()
-    observations = dataset_observations(data, range(20))
+    observations = _dataset_observations(data, range(20))
 
     def episode() -> Iterator[dict[str, Any]]:
         yield from observations
@@ -49,20 +68,43 @@ def _pi05_checkpoint(work: Path) -> tuple[Path, Callable[[], Iterator[dict[str, 
     return work / "pi05" / "checkpoints" / "step_2", episode
 
 
+def _tiny_wan_base(folder: Path) -> Path:
+    """A BASE_MODEL_PATH-style folder: the tiny random Wan2.2 VAE and UMT5 of embodied_models.wan (z_dim 8, text
+    width 16, as lingbot_va_tiny expects) with the shared tiny UMT5 tokenizer."""
+    from embodied_models.wan.text import build_tiny_umt5
+    from embodied_models.wan.vae import build_tiny_vae
+
+    build_tiny_vae(seed=0).save_pretrained(str(folder / "vae"))
+    return build_tiny_umt5(folder, UMT5_TOKENIZER, seed=0)
+
+
+def _episode_frames(cameras: list[str], count: int) -> list[Any]:
+    """Episode 0's first ``count`` frames per camera, uint8 HWC, as a robot's cameras deliver them."""
+    from embodied_data.video.backends import make_backend
+
+    backend = make_backend("pyav")
+    return [backend.decode(LINGBOT_DATASET / f"videos/chunk-000/{cam}/episode_000000.mp4",
+                           [i / 30 for i in range(count)]).frames.permute(0, 2, 3, 1).numpy() for cam in cameras]
+
+
 def _lingbot_checkpoint(work: Path) -> tuple[Path, Callable[[], Iterator[dict[str, Any]]]]:
     from embodied_core.config.resolve import load_config
+    from embodied_core.trainer.api import Trainer
     from embodied_models.lingbot_va.precompute import precompute_latents
-    from tests.core.policy_support import train
-    from tests.models.test_lingbot_va_data import DATASET, _base_model, _config
-    from tests.models.test_policy_lingbot_va import TASK, _frames
 
-    base = _base_model(work / "base")
+    base = _tiny_wan_base(work / "base")
     config = load_config(training={"model_name": "lingbot_va_tiny"}, data={"latent_cache": str(work / "cache")})
-    precompute_latents(DATASET, base_model_path=base, data_config=config.data, text_len=config.model.text_len,
-                       device="cpu", dtype=torch.float32)
-    trainer, _ = train(_config(work, train_iters=2, save_interval=2, output_dir=str(work / "lingbot")))
+    precompute_latents(LINGBOT_DATASET, base_model_path=base, data_config=config.data,
+                       text_len=config.model.text_len, device="cpu", dtype=torch.float32)
+    trainer = Trainer({"training": {"model_name": "lingbot_va_tiny", "dataset_format": "lerobot_datasets",
+                                    "dataset_path": str(LINGBOT_DATASET), "lerobotdataset_version": "v2.1",
+                                    "dataset_strategy": "lingbot_va", "trainer_type": "lingbot_va", "num_workers": 0,
+                                    "per_device_batch_size": 2, "dtype": "float32", "seed": 7, "train_iters": 2,
+                                    "save_interval": 2, "lr_warmup_iters": 0, "output_dir": str(work / "lingbot")},
+                       "data": {"latent_cache": str(work / "cache")}})
+    trainer.train()
     cameras = list(trainer.config.data.camera_keys)
-    frames = _frames(cameras, 21)
+    frames = _episode_frames(cameras, 21)
 
     def episode() -> Iterator[dict[str, Any]]:
         # the closed loop: the first frame, then the keyframes seen while each chunk executed (8, then 12)
