@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -55,18 +56,32 @@ OPTIMIZER = {"beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 1e-10, "c
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+CPU_TIMES: dict[str, float] = {}
+"""CPU seconds (user + system, the command and its children) of each log's command: on a shared machine a
+steadier figure than the wall time."""
+
+
 def run(cmd: Sequence[str], log: Path, *, env: Mapping[str, str] | None = None) -> float:
-    """Runs ``cmd`` with its output in ``log``; returns the wall time. SystemExit with the log's tail on failure."""
+    """Runs ``cmd`` with its output in ``log``; returns the wall time (its CPU time goes to ``CPU_TIMES[log]``).
+    RuntimeError with the log's tail on failure."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.run(list(cmd), stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
                               env={**os.environ, **(env or {})})
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_TIMES[str(log)] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         tail = log.read_text()[-3000:]
         raise RuntimeError(f"{' '.join(map(str, cmd[:6]))} ... failed ({proc.returncode}); {log}:\n{tail}")
     return wall
+
+
+def cpu_of(log: Path) -> float:
+    """The CPU seconds :func:`run` measured for ``log``'s command."""
+    return CPU_TIMES[str(log)]
 
 
 def rate(successes: int, episodes: int) -> dict[str, Any]:
@@ -218,33 +233,34 @@ def part_single(opts: argparse.Namespace, work: Path, report: dict[str, Any]) ->
           f"{data['wall_s']:.0f} s")
     expert = expert_success(opts, opts.task, opts.episodes)
     report["single"]["expert"] = expert["overall"]
-    rows = [["expert (scripted)", cell(expert["overall"]), "-"]]
+    rows = [["expert (scripted)", cell(expert["overall"]), "-", "-"]]
     baselines_done = False
     for model in opts.models:
         out = work / f"single_{model}"
         entry: dict[str, Any] = {}
         try:
             entry["train_wall_s"] = train_ours(opts, model, Path(data["path"]), out)
+            entry["train_cpu_s"] = cpu_of(out.parent / f"{out.name}.train.log")
             doc = eval_ours(opts, out, opts.task, work / f"single_{model}_eval", episodes=opts.episodes,
                             baselines="" if baselines_done else opts.baselines)
         except RuntimeError as exc:
             entry["error"] = str(exc)[-1500:]
             print(f"{model}: failed: {str(exc).splitlines()[0]}")
-            rows.append([model, "failed", "-"])
+            rows.append([model, "failed", "-", "-"])
             report["single"]["models"][model] = entry
             continue
         entry |= {"success": success_of(doc), "eval_wall_s": doc["command_wall_s"],
                   "of_expert": doc["summary"]["success_rate"] / max(expert["overall"]["success_rate"], 1e-9)}
         report["single"]["models"][model] = entry
-        rows.append([model, cell(entry["success"]), f"{entry['train_wall_s']:.0f}"])
+        rows.append([model, cell(entry["success"]), f"{entry['train_wall_s']:.0f}", f"{entry['train_cpu_s']:.0f}"])
         if doc["baselines"] and not baselines_done:
             report["single"]["baselines"] = {name: success_of(b) for name, b in doc["baselines"].items()}
             baselines_done = True
     for name, value in report["single"].get("baselines", {}).items():
-        rows.append([f"baseline: {name}", cell(value), "-"])
+        rows.append([f"baseline: {name}", cell(value), "-", "-"])
     print_table(f"single task {opts.task}: {opts.demos} demos, {opts.steps} steps x batch {opts.batch_size}, "
                 f"{opts.episodes} episodes (seeds {opts.eval_seed}..{opts.eval_seed + opts.episodes - 1})",
-                ["policy", "success [95% CI]", "train wall s"], rows)
+                ["policy", "success [95% CI]", "train wall s", "train CPU s"], rows)
 
 
 def part_multi(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
@@ -254,10 +270,12 @@ def part_multi(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -> 
           f"{data['wall_s']:.0f} s")
     out = work / f"multi_{model}"
     train_wall = train_ours(opts, model, Path(data["path"]), out)
+    train_cpu = cpu_of(out.parent / f"{out.name}.train.log")
     doc = eval_ours(opts, out, opts.multi_tasks, work / f"multi_{model}_eval", episodes=opts.multi_episodes)
     swapped = eval_swapped(opts, out, opts.multi_tasks, opts.multi_episodes)
     expert = expert_success(opts, opts.multi_tasks, opts.multi_episodes)
-    report["multi"] = {"dataset": data, "model": model, "train_wall_s": train_wall, "tasks": doc["tasks"],
+    report["multi"] = {"dataset": data, "model": model, "train_wall_s": train_wall, "train_cpu_s": train_cpu,
+                       "tasks": doc["tasks"],
                        "swapped": swapped, "expert": expert}
     rows = [[task, cell(expert["per_task"].get(task)), cell(doc["tasks"]["per_task"].get(task)),
              f"{swapped['instruction_of'][task]}: {cell(swapped['per_task'].get(task))}"]
@@ -338,7 +356,8 @@ def part_lerobot(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -
     ours = (report.get("single") or {}).get("models", {}).get(model)
     if not ours or "success" not in ours:  # not measured in this invocation: train and evaluate ours here
         out = work / f"single_{model}"
-        ours = {"train_wall_s": train_ours(opts, model, Path(data["path"]), out)}
+        ours = {"train_wall_s": train_ours(opts, model, Path(data["path"]), out),
+                "train_cpu_s": cpu_of(out.parent / f"{out.name}.train.log")}
         ours["success"] = success_of(eval_ours(opts, out, opts.task, work / f"single_{model}_eval",
                                                episodes=opts.episodes))
     vlm = work / "lerobot_vlm"
@@ -353,9 +372,12 @@ def part_lerobot(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -
         shutil.rmtree(imported)
     run([*EMBODIED, "checkpoint", "import-lerobot-smolvla", str(run_dir), str(imported)], work / "import.log")
     theirs = eval_ours(opts, imported, opts.task, work / "lerobot_smolvla_eval", episodes=opts.episodes)
-    entry: dict[str, Any] = {"train_wall_s": train_wall, "success": success_of(theirs), "vlm_folder": str(vlm)}
-    rows = [[f"ours ({model})", cell(ours["success"]), f"{ours['train_wall_s']:.0f}"],
-            ["lerobot-train SmolVLA, our env", cell(entry["success"]), f"{train_wall:.0f}"]]
+    train_cpu = cpu_of(run_dir.parent / f"{run_dir.name}.train.log")
+    entry: dict[str, Any] = {"train_wall_s": train_wall, "train_cpu_s": train_cpu, "success": success_of(theirs),
+                             "vlm_folder": str(vlm)}
+    rows = [[f"ours ({model})", cell(ours["success"]), f"{ours['train_wall_s']:.0f}", f"{ours['train_cpu_s']:.0f}"],
+            ["lerobot-train SmolVLA, our env", cell(entry["success"]), f"{train_wall:.0f}",
+             f"{entry['train_cpu_s']:.0f}"]]
     if opts.lerobot_eval_episodes > 0:
         k = opts.lerobot_eval_episodes
         pretrained = run_dir / "checkpoints" / "last" / "pretrained_model"
@@ -363,13 +385,13 @@ def part_lerobot(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -
         ours_480 = eval_ours(opts, imported, opts.task, work / "lerobot_smolvla_eval_render_lerobot", episodes=k,
                              render="lerobot")
         entry["our_env_render_lerobot"] = success_of(ours_480)
-        rows += [[f"lerobot-train SmolVLA, lerobot-eval (480 px), {k} ep", cell(entry["lerobot_eval"]), "-"],
+        rows += [[f"lerobot-train SmolVLA, lerobot-eval (480 px), {k} ep", cell(entry["lerobot_eval"]), "-", "-"],
                  [f"lerobot-train SmolVLA, our env --render lerobot, {k} ep", cell(entry["our_env_render_lerobot"]),
-                  "-"]]
+                  "-", "-"]]
     report["lerobot"] = {"ours": ours, "lerobot": entry, "dataset": data["path"]}
     print_table(f"ours vs lerobot 0.6.1 on {opts.task}: same dataset, SmolVLA at smolvla_tiny's sizes, {opts.steps} "
                 f"steps x batch {opts.batch_size}, lr {opts.lr}, seed {opts.seed}; {opts.episodes} episodes",
-                ["trained by / evaluated in", "success [95% CI]", "train wall s"], rows)
+                ["trained by / evaluated in", "success [95% CI]", "train wall s", "train CPU s"], rows)
 
 
 # ---------------------------------------------------------------------------------------------- main
