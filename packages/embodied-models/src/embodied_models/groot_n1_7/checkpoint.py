@@ -22,16 +22,15 @@ states (otherwise a CheckpointError names the ``model.x=...`` to set).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 
 from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
 from embodied_core.errors import CheckpointError
-from embodied_models.vla.checkpoint import load_mapped
+from embodied_models.vla.checkpoint import Globs, Source, load_mapped
 
 __all__ = ["KEY_MAP", "LoadReport", "config_disagreements", "load_groot_checkpoint", "map_key",
            "official_model_fields"]
@@ -126,28 +125,12 @@ def _check_config(model: nn.Module, source: Path) -> None:
                               + "; set those model fields (or load a matching checkpoint)")
 
 
-def load_groot_checkpoint(
-    model: nn.Module,
-    source: str | Path | Mapping[str, torch.Tensor],
-    *,
-    allow_missing: Iterable[str] = (),
-    allow_unexpected: Iterable[str] = (),
-    allow_mismatched: Iterable[str] = (),
-) -> LoadReport:
-    """Copies an official / lerobot / action-head-only / own-layout checkpoint into ``model`` (strict).
-
-    Args:
-        model: a GrootN17Model (parameters materialized).
-        source: anything :func:`~embodied_core.checkpoint.pretrained.resolve_weights` accepts (a file, a folder with
-            ``model.safetensors`` or a sharded index, a lerobot folder, an embodied run or checkpoint, DCP), or an
-            in-memory state dict.
-        allow_missing, allow_unexpected, allow_mismatched: glob patterns (over our names for missing and mismatched,
-            over source names for unexpected) that are reported but not an error.
-
-    Returns:
-        The report. Raises CheckpointError listing every problem not covered by an allow pattern, naming a file that
-        cannot be read, or naming the config.json sizes that disagree with the model.
-    """
+def load_groot_checkpoint(model: nn.Module, source: Source, *, allow_missing: Globs = (),
+                          allow_unexpected: Globs = (), allow_mismatched: Globs = ()) -> LoadReport:
+    """Copies an official / lerobot / action-head-only / own-layout checkpoint into ``model`` (a materialized
+    GrootN17Model), strictly; ``source``, the allow patterns, the report and the errors are those of
+    :func:`~embodied_models.vla.checkpoint.load_mapped`, plus an error naming the config.json sizes next to a
+    checkpoint file that disagree with the model."""
     if not isinstance(source, Mapping) and Path(source).exists():
         _check_config(model, Path(source))
     report, _ = load_mapped(model, source, KEY_MAP, label="GR00T N1.7", hint=_HINT, allow_missing=allow_missing,

@@ -20,7 +20,7 @@ The map is a :class:`embodied_core.checkpoint.keymap.KeyMap`; sources are found 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -28,7 +28,7 @@ from torch import nn
 
 from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
 from embodied_core.checkpoint.pretrained import resolve_weights
-from embodied_models.vla.checkpoint import load_mapped
+from embodied_models.vla.checkpoint import Globs, Source, load_mapped
 
 __all__ = ["KEY_MAP", "KEY_RULES", "LoadReport", "load_pi05_checkpoint", "map_key", "read_checkpoint"]
 
@@ -78,28 +78,11 @@ def read_checkpoint(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
     return resolve_weights(path).items()
 
 
-def load_pi05_checkpoint(
-    model: nn.Module,
-    source: str | Path | Mapping[str, torch.Tensor],
-    *,
-    allow_missing: Iterable[str] = (),
-    allow_unexpected: Iterable[str] = (),
-    allow_mismatched: Iterable[str] = (),
-) -> LoadReport:
-    """Copies a lerobot/openpi/own-layout checkpoint into ``model`` (cast to each parameter's dtype).
-
-    Args:
-        model: a Pi05Model (parameters materialized, not on the meta device).
-        source: anything :func:`~embodied_core.checkpoint.pretrained.resolve_weights` accepts (a file, a sharded
-            safetensors folder with index, a lerobot folder with ``pretrained_model/``, an embodied run or
-            checkpoint, a DCP checkpoint), or an in-memory state dict.
-        allow_missing, allow_unexpected, allow_mismatched: glob patterns (over our names for missing and
-            mismatched, over source names for unexpected) that are reported but not an error.
-
-    Returns:
-        The report. Raises CheckpointError listing every missing, unexpected or shape-mismatched key not
-        covered by an allow pattern, or naming a file that cannot be read.
-    """
+def load_pi05_checkpoint(model: nn.Module, source: Source, *, allow_missing: Globs = (),
+                         allow_unexpected: Globs = (), allow_mismatched: Globs = ()) -> LoadReport:
+    """Copies a lerobot / openpi / own-layout checkpoint into ``model`` (a materialized Pi05Model), strictly;
+    ``source``, the allow patterns, the report and the errors are those of
+    :func:`~embodied_models.vla.checkpoint.load_mapped`."""
     report, _ = load_mapped(model, source, KEY_MAP, label="pi0.5", hint=_HINT, allow_missing=allow_missing,
                             allow_unexpected=allow_unexpected, allow_mismatched=allow_mismatched)
     return report

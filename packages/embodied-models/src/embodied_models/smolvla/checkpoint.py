@@ -17,15 +17,12 @@ shapes are checked. Any of the three is a CheckpointError unless allowed by a pa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
 from torch import nn
 
 from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
-from embodied_models.vla.checkpoint import load_mapped
+from embodied_models.vla.checkpoint import Globs, Source, load_mapped
 
 if TYPE_CHECKING:
     from embodied_models.smolvla.config import SmolVLAModelConfig
@@ -68,28 +65,11 @@ def key_map(config: SmolVLAModelConfig) -> KeyMap:
                   keep=tuple(f"{prefix}*" for prefix in _OWN_PREFIXES), ignored=ignored)
 
 
-def load_smolvla_checkpoint(
-    model: nn.Module,
-    source: str | Path | Mapping[str, torch.Tensor],
-    *,
-    allow_missing: Iterable[str] = (),
-    allow_unexpected: Iterable[str] = (),
-    allow_mismatched: Iterable[str] = (),
-) -> LoadReport:
-    """Copies a lerobot / own-layout SmolVLA checkpoint into ``model`` (cast to each parameter's dtype).
-
-    Args:
-        model: a SmolVLAModel (parameters materialized, not on the meta device).
-        source: anything :func:`~embodied_core.checkpoint.pretrained.resolve_weights` accepts (a file, a lerobot
-            folder with ``pretrained_model/``, a sharded safetensors folder with index, an embodied run or
-            checkpoint, a DCP checkpoint), or an in-memory state dict.
-        allow_missing, allow_unexpected, allow_mismatched: glob patterns (over our names for missing and
-            mismatched, over source names for unexpected) that are reported but not an error.
-
-    Returns:
-        The report. Raises CheckpointError listing every missing, unexpected or shape-mismatched key not covered
-        by an allow pattern, or naming a file that cannot be read.
-    """
+def load_smolvla_checkpoint(model: nn.Module, source: Source, *, allow_missing: Globs = (),
+                            allow_unexpected: Globs = (), allow_mismatched: Globs = ()) -> LoadReport:
+    """Copies a lerobot / own-layout SmolVLA checkpoint into ``model`` (a materialized SmolVLAModel), strictly;
+    ``source``, the allow patterns, the report and the errors are those of
+    :func:`~embodied_models.vla.checkpoint.load_mapped`."""
     report, _ = load_mapped(model, source, key_map(model.config),  # type: ignore[arg-type]
                             label="SmolVLA", hint=_HINT, allow_missing=allow_missing,
                             allow_unexpected=allow_unexpected, allow_mismatched=allow_mismatched)

@@ -16,17 +16,24 @@ from torch import nn
 from embodied_core.checkpoint.keymap import Allow, KeyMap, LoadReport, load_state
 from embodied_core.checkpoint.pretrained import resolve_weights
 
-__all__ = ["load_mapped"]
+__all__ = ["Globs", "Source", "load_mapped"]
+
+Source = str | Path | Mapping[str, torch.Tensor]
+"""What a port's loader reads: a state dict, or a path ``resolve_weights`` accepts."""
+Globs = Iterable[str]
+"""Glob patterns of differences that are reported but not an error."""
 
 
-def load_mapped(model: nn.Module, source: str | Path | Mapping[str, torch.Tensor], keymap: KeyMap, *, label: str,
-                hint: str, allow_missing: Iterable[str] = (), allow_unexpected: Iterable[str] = (),
-                allow_mismatched: Iterable[str] = ()) -> tuple[LoadReport, str]:
+def load_mapped(model: nn.Module, source: Source, keymap: KeyMap, *, label: str, hint: str, allow_missing: Globs = (),
+                allow_unexpected: Globs = (), allow_mismatched: Globs = ()) -> tuple[LoadReport, str]:
     """Copies ``source`` into ``model`` through ``keymap`` (cast to each parameter's dtype), strictly.
 
     Args:
         model: the port's module (parameters materialized).
-        source: a state dict, or a file / folder / run / DCP checkpoint ``resolve_weights`` reads lazily.
+        source: an in-memory state dict, or anything
+            :func:`~embodied_core.checkpoint.pretrained.resolve_weights` accepts (a file, a sharded safetensors folder
+            with index, a lerobot folder with ``pretrained_model/``, an embodied run or checkpoint, a DCP
+            checkpoint), read one tensor at a time.
         keymap: the port's declared key map.
         label: the port as errors name it (``"pi0.5"``): "<label> state dict" or "<label> checkpoint <where>".
         hint: the sentence appended to a strict-load error (how to fix a typical mismatch).

@@ -21,15 +21,13 @@ shapes are checked. Any of the three is a CheckpointError unless allowed by a pa
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
 from embodied_core.errors import CheckpointError
-from embodied_models.vla.checkpoint import load_mapped
+from embodied_models.vla.checkpoint import Globs, Source, load_mapped
 
 __all__ = ["KEY_MAP", "LoadReport", "load_xvla_checkpoint", "map_key", "tied_groups"]
 
@@ -89,28 +87,12 @@ def tied_groups(module: nn.Module) -> list[list[str]]:
     return [names for names in by_id.values() if len(names) > 1]
 
 
-def load_xvla_checkpoint(
-    model: nn.Module,
-    source: str | Path | Mapping[str, torch.Tensor],
-    *,
-    allow_missing: Iterable[str] = (),
-    allow_unexpected: Iterable[str] = (),
-    allow_mismatched: Iterable[str] = (),
-) -> LoadReport:
-    """Copies a lerobot / X-VLA / own-layout checkpoint into ``model`` (cast to each parameter's dtype).
-
-    Args:
-        model: an XvlaModel (parameters materialized, not on the meta device).
-        source: anything :func:`~embodied_core.checkpoint.pretrained.resolve_weights` accepts (a file, a sharded
-            safetensors folder with index, a lerobot folder with ``pretrained_model/``, an embodied run or
-            checkpoint, a DCP checkpoint), or an in-memory state dict.
-        allow_missing, allow_unexpected, allow_mismatched: glob patterns (over our names for missing and
-            mismatched, over source names for unexpected) that are reported but not an error.
-
-    Returns:
-        The report. Raises CheckpointError listing every missing, unexpected or shape-mismatched key not
-        covered by an allow pattern, or naming a file that cannot be read.
-    """
+def load_xvla_checkpoint(model: nn.Module, source: Source, *, allow_missing: Globs = (),
+                         allow_unexpected: Globs = (), allow_mismatched: Globs = ()) -> LoadReport:
+    """Copies a lerobot / X-VLA / own-layout checkpoint into ``model`` (a materialized XvlaModel), strictly;
+    ``source``, the allow patterns, the report and the errors are those of
+    :func:`~embodied_models.vla.checkpoint.load_mapped`, plus one error per tied tensor the checkpoint holds under
+    none of its names."""
     groups = tied_groups(model)
     user_missing = tuple(allow_missing)
     # an alias of a tied tensor may be absent from the file; it is checked per group below
