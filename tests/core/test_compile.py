@@ -53,16 +53,18 @@ def _train(config: dict[str, Any], out: Path, *, compile_: bool) -> tuple[list[f
 
 @pytest.mark.timeout(600)
 def test_compiled_pi05_tiny_trains_like_eager(tmp_path: Path) -> None:
-    config = {"training": {"model_name": "pi05_tiny", "dataset_format": "dummy_datasets", "train_iters": 3,
+    # One layer per tower: each compiled block class once (a deeper model compiles the same graphs again).
+    config = {"training": {"model_name": "pi05_tiny", "dataset_format": "dummy_datasets", "train_iters": 2,
                            "dtype": "float32", "per_device_batch_size": 2, "num_workers": 0, "lr_base": 1e-3,
-                           "lr_warmup_iters": 0, "seed": 3}}
+                           "lr_warmup_iters": 0, "seed": 3},
+              "model": {"depth": 1, "vision_depth": 1}}
     frames_before = torch._dynamo.utils.counters["frames"]["ok"]
     eager, none = _train(config, tmp_path / "eager", compile_=False)
     compiled, names = _train(config, tmp_path / "compiled", compile_=True)
     assert none == []
     assert names and all(n.startswith(("layers.", "vision.")) or ".layers." in n for n in names), names
     assert torch._dynamo.utils.counters["frames"]["ok"] > frames_before  # the blocks ran as compiled graphs
-    assert len(eager) == len(compiled) == 3
+    assert len(eager) == len(compiled) == 2
     assert eager[0] != eager[-1]  # the steps update the weights, so later losses test the compiled backward too
     torch.testing.assert_close(torch.tensor(compiled), torch.tensor(eager), rtol=1e-4, atol=1e-5)
 
