@@ -122,7 +122,7 @@ def test_render_lerobot_gives_lerobots_480_frames_to_a_128_px_policy():
         assert env.describe()["render"]["look"] == "lerobot" and record["render"] == "lerobot"
     finally:
         env.close()
-    with pytest.raises(UsageError, match="--render lerobot gives lerobot's 480 x 480 frames"):
+    with pytest.raises(UsageError, match="render lerobot gives lerobot's 480 x 480 frames"):
         resolve_env("metaworld", flags={"task": case["task"], "render": "lerobot", "image_size": "128"})[0](None)
 
 

@@ -30,3 +30,12 @@ class MetaworldOptions:
     default look, exactly what lerobot-eval gives a policy (for checkpoints trained on lerobot's data)."""
     image_size: int | None = attrs.field(default=None, validator=_image_size)
     """Frame side rendered by MetaWorld with render fast (default: the policy's frame size, else 128)."""
+
+    def __attrs_post_init__(self) -> None:
+        # Checked when the options are built, before a checkpoint is loaded or a simulator started.
+        from embodied_eval.envs.metaworld.tasks import select_tasks
+
+        select_tasks(self.task, self.suite)
+        if self.render == "lerobot" and self.image_size not in (None, 480):
+            raise ValueError(f"render lerobot gives lerobot's 480 x 480 frames; image_size {self.image_size} needs "
+                             "render fast")
