@@ -6,7 +6,8 @@ Three parts (``--parts``, default all), each printing its table; everything land
    (button-press-topdown-v3) at ``--image-size`` px (MetaWorld's fast look); each of ``--models`` is trained with
    ``embodied train`` (``--steps``, ``--batch-size``, ``--lr``, ``--seed``) and evaluated by ``embodied eval --env
    metaworld`` on ``--episodes`` seeded episodes (seeds from ``--eval-seed``, lerobot-eval's 1000) next to the two
-   baselines (``--baselines hold,mean_action``) and the scripted expert on the same seeds. Per row: success with a
+   baselines (``--baselines hold,mean_action``, on the first ``--baseline-episodes`` seeds: they run every episode
+   to the 500-step cap) and the scripted expert on the same seeds. Per row: success with a
    95% Wilson interval, the training command's wall time.
 2. ``multi``: one policy (the first of ``--models``) on the 5 tasks of ``--multi-tasks`` (``--multi-demos`` each,
    language = each task's instruction); success per task, and the same policy with every episode's instruction
@@ -134,19 +135,39 @@ def train_ours(opts: argparse.Namespace, model: str, dataset: Path, out: Path) -
 
 
 def eval_ours(opts: argparse.Namespace, checkpoint: Path, tasks: str, out: Path, *, episodes: int,
-              baselines: str = "", render: str = "fast") -> dict[str, Any]:
-    """``embodied eval --env metaworld``; returns eval.json (and the baselines' under ``baselines``)."""
+              render: str = "fast") -> dict[str, Any]:
+    """``embodied eval --env metaworld``; returns eval.json."""
     cmd = [*EMBODIED, "eval", str(checkpoint), "--env", "metaworld", "--task", tasks, "--render", render,
            "--episodes", str(episodes), "--seed", str(opts.eval_seed), "--replan-steps", str(opts.replan_steps),
            "--num-envs", str(opts.num_envs), "--output-dir", str(out), "--no-progress"]
-    if baselines:
-        cmd += ["--baselines", baselines]
     wall = run(cmd, out.parent / f"{out.name}.eval.log")
     doc = json.loads((out / "eval.json").read_text())
     doc["command_wall_s"] = wall
-    doc["baselines"] = {name: json.loads((out / "baselines" / name / "eval.json").read_text())
-                        for name in filter(None, baselines.split(","))}
     return doc
+
+
+def eval_baselines(opts: argparse.Namespace, checkpoint: Path, tasks: str, episodes: int) -> dict[str, Any]:
+    """``embodied eval``'s baselines (``--baselines``) for the policy folder's layout, on the first ``episodes``
+    eval seeds: they fail by running every episode to the 500-step cap, so they get their own, smaller count."""
+    from embodied_core import load_policy
+    from embodied_eval.baselines import make_baseline
+    from embodied_eval.env_options import resolve_env
+    from embodied_eval.report import summarize
+    from embodied_eval.rollout import RolloutSettings, run_episodes
+
+    metadata = load_policy(checkpoint).metadata
+    factory, _ = resolve_env("metaworld", flags={"task": tasks})
+    probe = factory(metadata)
+    hold, tasks_of_env = probe.hold_action_for, probe.tasks
+    probe.close()
+    settings = RolloutSettings(num_episodes=episodes, seed=opts.eval_seed, replan_steps=1)
+    out = {}
+    for name in filter(None, opts.baselines.split(",")):
+        baseline = make_baseline(name, metadata, checkpoint=str(checkpoint), hold=hold)
+        results = run_episodes(lambda b=baseline: b, lambda: factory(metadata), settings, tasks=tasks_of_env)
+        summary = summarize(results)
+        out[name] = {k: summary[k] for k in ("episodes", "successes", "success_rate", "success_rate_ci95")}
+    return out
 
 
 def expert_success(opts: argparse.Namespace, tasks: str, episodes: int) -> dict[str, Any]:
@@ -241,8 +262,10 @@ def part_single(opts: argparse.Namespace, work: Path, report: dict[str, Any]) ->
         try:
             entry["train_wall_s"] = train_ours(opts, model, Path(data["path"]), out)
             entry["train_cpu_s"] = cpu_of(out.parent / f"{out.name}.train.log")
-            doc = eval_ours(opts, out, opts.task, work / f"single_{model}_eval", episodes=opts.episodes,
-                            baselines="" if baselines_done else opts.baselines)
+            doc = eval_ours(opts, out, opts.task, work / f"single_{model}_eval", episodes=opts.episodes)
+            if not baselines_done and opts.baselines and opts.baseline_episodes > 0:
+                report["single"]["baselines"] = eval_baselines(opts, out, opts.task, opts.baseline_episodes)
+                baselines_done = True
         except RuntimeError as exc:
             entry["error"] = str(exc)[-1500:]
             print(f"{model}: failed: {str(exc).splitlines()[0]}")
@@ -253,9 +276,6 @@ def part_single(opts: argparse.Namespace, work: Path, report: dict[str, Any]) ->
                   "of_expert": doc["summary"]["success_rate"] / max(expert["overall"]["success_rate"], 1e-9)}
         report["single"]["models"][model] = entry
         rows.append([model, cell(entry["success"]), f"{entry['train_wall_s']:.0f}", f"{entry['train_cpu_s']:.0f}"])
-        if doc["baselines"] and not baselines_done:
-            report["single"]["baselines"] = {name: success_of(b) for name, b in doc["baselines"].items()}
-            baselines_done = True
     for name, value in report["single"].get("baselines", {}).items():
         rows.append([f"baseline: {name}", cell(value), "-", "-"])
     print_table(f"single task {opts.task}: {opts.demos} demos, {opts.steps} steps x batch {opts.batch_size}, "
@@ -347,19 +367,28 @@ def lerobot_eval(opts: argparse.Namespace, checkpoint: Path, out: Path) -> dict[
     return {"wall_s": wall, **rate(round(overall["pc_success"] * n / 100), n)}
 
 
+SHAPING = ("task", "demos", "image_size", "collect_seed", "steps", "batch_size", "lr", "warmup", "min_lr", "seed",
+           "num_workers", "train_arg", "episodes", "eval_seed", "replan_steps")
+"""Settings that shape the single-task figures of a model."""
+
+
+def previous_single(opts: argparse.Namespace, report: Mapping[str, Any], model: str) -> dict[str, Any] | None:
+    """``model``'s single-task entry in the report file already in place (an earlier run) when it was measured
+    with every setting of :data:`SHAPING` equal to this run's, else None."""
+    path = opts.report_path
+    previous = json.loads(path.read_text()) if path.is_file() else {}
+    if any((previous.get("settings") or {}).get(k) != report["settings"][k] for k in SHAPING):
+        return None
+    entry = (previous.get("single") or {}).get("models", {}).get(model)
+    return entry if entry and "success" in entry else None
+
+
 def part_lerobot(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
     lerobot_python = Path(opts.lerobot_python)
     if not lerobot_python.is_file():
         raise SystemExit(f"{lerobot_python} not found: run scripts/setup.sh (it creates .venv-lerobot)")
     data = collect(opts, opts.task, opts.demos, work / "data_single")
     model = "smolvla_tiny"
-    ours = (report.get("single") or {}).get("models", {}).get(model)
-    if not ours or "success" not in ours:  # not measured in this invocation: train and evaluate ours here
-        out = work / f"single_{model}"
-        ours = {"train_wall_s": train_ours(opts, model, Path(data["path"]), out),
-                "train_cpu_s": cpu_of(out.parent / f"{out.name}.train.log")}
-        ours["success"] = success_of(eval_ours(opts, out, opts.task, work / f"single_{model}_eval",
-                                               episodes=opts.episodes))
     vlm = work / "lerobot_vlm"
     run([str(lerobot_python), str(REPO / "benchmarks" / "lerobot_smolvla_vlm.py"), str(vlm)], work / "vlm.log",
         env=_lerobot_env(work))
@@ -373,6 +402,16 @@ def part_lerobot(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -
     run([*EMBODIED, "checkpoint", "import-lerobot-smolvla", str(run_dir), str(imported)], work / "import.log")
     theirs = eval_ours(opts, imported, opts.task, work / "lerobot_smolvla_eval", episodes=opts.episodes)
     train_cpu = cpu_of(run_dir.parent / f"{run_dir.name}.train.log")
+    # ours: from the single part (this run, else the report of an earlier run in WORKDIR with the same settings)
+    ours = (report.get("single") or {}).get("models", {}).get(model)
+    if not ours or "success" not in ours:
+        ours = previous_single(opts, report, model)
+    if not ours or "success" not in ours:
+        out = work / f"single_{model}"
+        ours = {"train_wall_s": train_ours(opts, model, Path(data["path"]), out),
+                "train_cpu_s": cpu_of(out.parent / f"{out.name}.train.log")}
+        ours["success"] = success_of(eval_ours(opts, out, opts.task, work / f"single_{model}_eval",
+                                               episodes=opts.episodes))
     entry: dict[str, Any] = {"train_wall_s": train_wall, "train_cpu_s": train_cpu, "success": success_of(theirs),
                              "vlm_folder": str(vlm)}
     rows = [[f"ours ({model})", cell(ours["success"]), f"{ours['train_wall_s']:.0f}", f"{ours['train_cpu_s']:.0f}"],
@@ -418,8 +457,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--eval-seed", type=int, default=1000, help="episode i uses seed EVAL_SEED + i")
     parser.add_argument("--replan-steps", type=int, default=5)
-    parser.add_argument("--num-envs", type=int, default=2)
+    # 1: two MetaWorld envs built at once in one process can trip MetaWorld's MT1 goal check (its task sampling
+    # reseeds numpy's global RNG), so episodes run one after the other by default.
+    parser.add_argument("--num-envs", type=int, default=1)
     parser.add_argument("--baselines", default="hold,mean_action")
+    parser.add_argument("--baseline-episodes", type=int, default=20, help="episodes per baseline (first seeds)")
     parser.add_argument("--multi-tasks", default=EASY5)
     parser.add_argument("--multi-demos", type=int, default=25)
     parser.add_argument("--multi-episodes", type=int, default=20, help="episodes per task")
@@ -436,6 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opts).items()},
                               "optimizer": OPTIMIZER, "machine": {"cpus": os.cpu_count()}}
     path = opts.json or work / "metaworld.json"
+    opts.report_path = path
     started = time.perf_counter()
     for part in parts:
         {"single": part_single, "multi": part_multi, "lerobot": part_lerobot}[part](opts, work, report)
