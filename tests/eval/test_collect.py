@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 
 from embodied_core.errors import DataError, UsageError
 from embodied_data.lerobot.dataset import LeRobotDataset
+from embodied_data.stats.io import read_stats_json
 from embodied_eval.collect import CollectSettings, collect_dataset
 from embodied_eval.env_options import resolve_env
 from tests.support import run_embodied
@@ -69,6 +71,13 @@ def test_metaworld_expert_dataset_inspects_clean_loads_and_resumes(tmp_path):
     # the same command with more episodes continues; other settings into the folder are refused
     assert "3 episodes (1 new)" in _collect(out, "--env", "metaworld", "--task", BPT, "--episodes", "3",
                                              "--image-size", "64")
+    # stats.json covers every episode after the resume: exact quantiles of all recorded actions
+    actions = np.concatenate([np.stack(pq.read_table(f).column("action").to_numpy(zero_copy_only=False))
+                              for f in sorted((out / "data").rglob("*.parquet"))])
+    stats = read_stats_json(out / "meta" / "stats.json")
+    assert actions.shape[0] == json.loads((out / "meta" / "info.json").read_text())["total_frames"]
+    np.testing.assert_allclose(stats["action"]["q99"], np.quantile(actions, 0.99, axis=0), rtol=1e-6)
+    np.testing.assert_allclose(stats["action"]["mean"], actions.mean(axis=0), rtol=1e-5, atol=1e-7)
     refused = run_embodied("data", "collect", "--out", str(out), "--no-progress", "--env", "metaworld", "--task",
                            BPT, "--episodes", "3", "--image-size", "96")
     assert refused.returncode == 2 and "collected with other settings" in refused.stderr, refused.stderr

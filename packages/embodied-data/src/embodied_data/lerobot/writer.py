@@ -134,6 +134,7 @@ class EpisodeWriter:
         self._episode_stats: list[dict[str, dict[str, np.ndarray]]] = []
         self._sampled: dict[str, list[np.ndarray]] = {key: [] for key in layout.cameras}
         self._tasks: list[str] = []
+        self._columns: list[dict[str, np.ndarray]] = []  # every episode's numeric columns (exact quantiles)
         self.num_frames = 0
 
     @property
@@ -181,6 +182,8 @@ class EpisodeWriter:
                     stats.setdefault(key, {})[stat] = np.asarray(value)
             writer._rows.append(row)
             writer._episode_stats.append(stats)
+            writer._columns.append(_read_columns(root / DATA_PATH.format(chunk_index=row["data/chunk_index"],
+                                                                         file_index=row["data/file_index"])))
             for key in layout.cameras:
                 video = root / VIDEO_PATH.format(video_key=key, chunk_index=row[f"videos/{key}/chunk_index"],
                                                  file_index=row[f"videos/{key}/file_index"])
@@ -231,6 +234,7 @@ class EpisodeWriter:
         row.update({"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})
         self._rows.append(row)
         self._episode_stats.append(stats)
+        self._columns.append(columns)
         self.num_frames += length
         self._write_meta()
         return episode
@@ -264,9 +268,8 @@ class EpisodeWriter:
         pq.write_table(pa.Table.from_pylist(self._rows), meta / "episodes" / "chunk-000" / "file-000.parquet")
         write_tasks_table(meta / "tasks.parquet", self._tasks)
         stats = aggregate_stats(self._episode_stats)
-        numeric = self._numeric_columns()
-        for key, values in numeric.items():
-            exact = compute_feature_stats(values)
+        for key in self._columns[0]:
+            exact = compute_feature_stats(np.concatenate([c[key] for c in self._columns]))
             stats[key].update({q: exact[q] for q in QUANTILES})
         for key, sampled in self._sampled.items():
             image = compute_image_stats(np.concatenate(sampled), channels_last=True)
@@ -283,17 +286,15 @@ class EpisodeWriter:
         tmp.write_text(json.dumps(info, indent=4) + "\n")
         tmp.replace(meta / "info.json")  # last: a reader never sees episodes the other files do not have yet
 
-    def _numeric_columns(self) -> dict[str, np.ndarray]:
-        """Every numeric column over all episodes, read back from the data files (exact quantiles)."""
-        import pyarrow.parquet as pq
 
-        parts: dict[str, list[np.ndarray]] = {}
-        for row in self._rows:
-            table = pq.read_table(self.root / DATA_PATH.format(chunk_index=row["data/chunk_index"],
-                                                               file_index=row["data/file_index"]))
-            for key in ("observation.state", "action", *INDEX_COLUMNS):
-                column = table.column(key)
-                values = (np.stack(column.to_numpy(zero_copy_only=False)) if key in ("observation.state", "action")
-                          else column.to_numpy())
-                parts.setdefault(key, []).append(np.asarray(values))
-        return {key: np.concatenate(values) for key, values in parts.items()}
+def _read_columns(path: Path) -> dict[str, np.ndarray]:
+    """The numeric columns of one data file (as :meth:`EpisodeWriter.add_episode` wrote them)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    out = {}
+    for key in ("observation.state", "action", *INDEX_COLUMNS):
+        column = table.column(key)
+        out[key] = (np.stack(column.to_numpy(zero_copy_only=False)) if key in ("observation.state", "action")
+                    else column.to_numpy())
+    return out
