@@ -33,7 +33,7 @@ from embodied_models.pi05.checks import size_problems
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
 from embodied_models.pi05.gemma_layers import AdaRMSNorm, KVCache, Pi05Layer, gemma_config
 from embodied_models.vla import flow
-from embodied_models.vla.flow import euler_sample, flow_loss_elements
+from embodied_models.vla.flow import PrefixCachedFlow
 
 __all__ = ["Pi05Model", "build_model", "time_sincos"]
 
@@ -47,7 +47,7 @@ def time_sincos(time_B: torch.Tensor, width: int, *, min_period: float, max_peri
     return flow.time_sincos(time_B, width, min_period=min_period, max_period=max_period).to(time_B.dtype)
 
 
-class Pi05Model(EmbodiedModel):
+class Pi05Model(PrefixCachedFlow, EmbodiedModel):
     """The pi0.5 network. ``forward(batch)`` returns the flow-matching loss; ``sample_actions`` infers.
 
     Args:
@@ -224,14 +224,6 @@ class Pi05Model(EmbodiedModel):
         beta = torch.distributions.Beta(conc[0], conc[1]).sample((actions_BSA.shape[0],))
         return noise, beta * cfg.time_scale + cfg.time_offset
 
-    def loss_elements(self, batch: Pi05PreparedBatch, *, noise: torch.Tensor | None = None,
-                      time: torch.Tensor | None = None) -> torch.Tensor:
-        """Per-element flow-matching loss ``(v_t - u_t)^2`` [B, H, max_action_dim] (no reduction)."""
-        if batch.actions is None:
-            raise ValueError("the batch has no actions; training needs them (inference: sample_actions)")
-        return flow_loss_elements(batch.actions.float(), noise=noise, time=time, draw=self.sample_noise_and_time,
-                                  velocity=lambda x_t, t: self.velocity(self.embed_prefix(batch), x_t, t))
-
     def forward(self, batch: Pi05PreparedBatch) -> ModelOutput:
         """Training loss: mean over the real action dims (data.action_dim) and the horizon.
 
@@ -279,22 +271,6 @@ class Pi05Model(EmbodiedModel):
             _, h, _ = layer(None, h, position_embeddings=cos_sin, attn_bias=bias, adarms_cond=cond, past=kv)
         out, _ = self.expert_norm(h, cond)
         return self.action_out_proj(out[:, -self.action_horizon:]).float()
-
-    @torch.no_grad()
-    def sample_actions(self, batch: Pi05PreparedBatch, noise: torch.Tensor | None = None,
-                       num_steps: int | None = None) -> torch.Tensor:
-        """Euler integration of the flow from t = 1 (noise) to 0; returns [B, H, max_action_dim].
-
-        Actions are in the normalized space; slice ``[..., :data.action_dim]`` and unnormalize with the
-        dataset stats (transforms.Pi05Normalizer.unnormalize_actions).
-        """
-        num_steps = num_steps or self.config.num_inference_steps
-        b = batch.tokens.shape[0]
-        device = batch.tokens.device
-        if noise is None:
-            noise = torch.randn(b, self.action_horizon, self.config.max_action_dim, device=device)
-        cache, prefix_pad = self.fill_prefix_cache(batch)
-        return euler_sample(lambda x_t, time: self.cached_velocity(cache, prefix_pad, x_t, time), noise, num_steps)
 
 
 def build_model(model_config: Pi05ModelConfig, data_config: Pi05DataConfig) -> Pi05Model:

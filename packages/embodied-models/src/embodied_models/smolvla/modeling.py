@@ -37,7 +37,7 @@ from embodied_models.smolvla.checks import size_problems
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig, expert_mlp_dim, expert_width
 from embodied_models.smolvla.images import prepare_images
 from embodied_models.smolvla.layers import KVCache, SmolVLALayer, llama_config
-from embodied_models.vla.flow import euler_sample, flow_loss_elements, time_sincos
+from embodied_models.vla.flow import PrefixCachedFlow, time_sincos
 
 __all__ = ["SmolVLAModel", "build_model", "time_sincos"]
 
@@ -49,7 +49,7 @@ _LORA_TARGETS = ("layers.*.expert.self_attn.q_proj", "layers.*.expert.self_attn.
                  "action_in_proj", "action_out_proj", "action_time_mlp_in", "action_time_mlp_out")
 
 
-class SmolVLAModel(EmbodiedModel):
+class SmolVLAModel(PrefixCachedFlow, EmbodiedModel):
     """The SmolVLA network. ``forward(batch)`` returns the flow-matching loss; ``sample_actions`` infers.
 
     Args:
@@ -248,14 +248,6 @@ class SmolVLAModel(EmbodiedModel):
         time = beta.sample((actions_BSA.shape[0],)).to(actions_BSA.device)
         return noise, (time * cfg.time_scale + cfg.time_offset).to(torch.float32)
 
-    def loss_elements(self, batch: SmolVLAPreparedBatch, *, noise: torch.Tensor | None = None,
-                      time: torch.Tensor | None = None) -> torch.Tensor:
-        """Per-element flow-matching loss ``(u_t - v_t)^2`` [B, H, max_action_dim] (no reduction)."""
-        if batch.actions is None:
-            raise ValueError("the batch has no actions; training needs them (inference: sample_actions)")
-        return flow_loss_elements(batch.actions.float(), noise=noise, time=time, draw=self.sample_noise_and_time,
-                                  velocity=lambda x_t, t: self.velocity(self.embed_prefix(batch), x_t, t))
-
     def reduce_loss(self, elements: torch.Tensor, action_is_pad: torch.Tensor | None) -> torch.Tensor:
         """lerobot's SmolVLAPolicy reduction: the real action dims, padded horizon steps zeroed, the sum divided by
         (valid steps x real dims)."""
@@ -303,22 +295,6 @@ class SmolVLAModel(EmbodiedModel):
             _, h, _ = self.layers[i](None, h, rope=tables, cross_rope=cross, allowed=allowed, past=cache[i])
         assert h is not None
         return self._velocity(h)
-
-    @torch.no_grad()
-    def sample_actions(self, batch: SmolVLAPreparedBatch, noise: torch.Tensor | None = None,
-                       num_steps: int | None = None) -> torch.Tensor:
-        """Euler integration of the flow from t = 1 (noise) to 0; returns [B, H, max_action_dim].
-
-        Actions are in the normalized space; the transforms' ``postprocess_actions`` keeps data.action_dim dims and
-        unnormalizes them.
-        """
-        num_steps = num_steps or self.config.num_inference_steps
-        b = batch.tokens.shape[0]
-        device = batch.tokens.device
-        if noise is None:
-            noise = torch.randn(b, self.action_horizon, self.config.max_action_dim, device=device)
-        cache, prefix_pad = self.fill_prefix_cache(batch)
-        return euler_sample(lambda x_t, time: self.cached_velocity(cache, prefix_pad, x_t, time), noise, num_steps)
 
 
 def build_model(model_config: SmolVLAModelConfig, data_config: SmolVLADataConfig) -> SmolVLAModel:

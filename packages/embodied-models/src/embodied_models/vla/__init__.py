@@ -11,8 +11,8 @@
   postprocessing).
 - :mod:`.features`: per-sample state/action/task/token steps of the sample transforms.
 - :mod:`.batch`: ``to`` / ``pin_memory`` of the attrs batch classes.
-- :mod:`.flow`: the flow-matching loss elements, sin-cos time embedding and Euler sampling of the pi0-style
-  ports (pi05, smolvla).
+- :mod:`.flow`: the pi0-style flow (pi05, smolvla): loss elements, sin-cos time embedding, Euler sampling over a
+  prefix cache (``PrefixCachedFlow``).
 - :mod:`.masks`: the block-causal attention rule and RoPE positions of the pi0-style ports.
 
 What only looks alike stays in the ports; each family README says what it shares and what it keeps apart.

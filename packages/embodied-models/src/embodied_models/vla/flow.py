@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["euler_sample", "flow_loss_elements", "time_sincos"]
+__all__ = ["PrefixCachedFlow", "euler_sample", "flow_loss_elements", "time_sincos"]
 
 
 def time_sincos(time_B: torch.Tensor, width: int, *, min_period: float, max_period: float) -> torch.Tensor:
@@ -69,3 +70,35 @@ def flow_loss_elements(actions: torch.Tensor, *, noise: torch.Tensor | None, tim
     x_t = t * noise + (1 - t) * actions
     u_t = noise - actions
     return F.mse_loss(u_t, velocity(x_t, time), reduction="none")
+
+
+class PrefixCachedFlow:
+    """The training loss elements and the sampler of a pi0-style policy (mix in before ``EmbodiedModel``).
+
+    The port provides ``config.num_inference_steps`` / ``config.max_action_dim``, ``action_horizon``,
+    ``embed_prefix(batch)``, ``velocity(prefix, x_t, t)`` (the joint training pass), ``sample_noise_and_time(actions)``
+    (its own random stream), ``fill_prefix_cache(batch) -> (cache, prefix_pad)`` and
+    ``cached_velocity(cache, prefix_pad, x_t, t)`` (the expert alone, reading the prefix cache).
+    """
+
+    def loss_elements(self, batch: Any, *, noise: torch.Tensor | None = None,
+                      time: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-element flow-matching loss ``(u_t - v_t)^2`` [B, H, max_action_dim] (no reduction); ``noise`` and
+        ``time`` not given are drawn from the model's stream."""
+        if batch.actions is None:
+            raise ValueError("the batch has no actions; training needs them (inference: sample_actions)")
+        return flow_loss_elements(batch.actions.float(), noise=noise, time=time, draw=self.sample_noise_and_time,
+                                  velocity=lambda x_t, t: self.velocity(self.embed_prefix(batch), x_t, t))
+
+    @torch.no_grad()
+    def sample_actions(self, batch: Any, noise: torch.Tensor | None = None,
+                       num_steps: int | None = None) -> torch.Tensor:
+        """Euler integration of the flow from t = 1 (noise) to 0 with the prefix run once; returns
+        [B, H, max_action_dim] in the normalized space (the transforms' ``postprocess_actions`` keeps data.action_dim
+        dims and unnormalizes them)."""
+        num_steps = num_steps or self.config.num_inference_steps
+        if noise is None:
+            noise = torch.randn(batch.tokens.shape[0], self.action_horizon, self.config.max_action_dim,
+                                device=batch.tokens.device)
+        cache, prefix_pad = self.fill_prefix_cache(batch)
+        return euler_sample(lambda x_t, time: self.cached_velocity(cache, prefix_pad, x_t, time), noise, num_steps)
