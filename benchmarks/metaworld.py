@@ -20,11 +20,11 @@ Three parts (``--parts``, default all), each printing its table; everything land
    ``--lerobot-eval-episodes`` seeds next to our env with ``--render lerobot`` (lerobot-eval renders 480 x 480 in
    MetaWorld's default look, which the policy was not trained on: that pair checks the envs agree, not the policy).
 
-Both trainings run the same optimizer settings (AdamW betas 0.9/0.95, eps 1e-8, weight decay 1e-10, clip 10,
-lerobot's SmolVLA preset), warmup ``--warmup`` and decay to ``--min-lr`` over ``--steps``, float32 on CPU, and
-each framework's own weight init and data order. Wall times are whole commands (start-up, data loading,
-training, checkpointing), measured here on whatever the machine is doing: run it alone (``nice`` it on a shared
-machine and read the figures as relative).
+Every command runs with ``--threads`` torch threads (default 1). Both trainings run the same optimizer settings
+(AdamW betas 0.9/0.95, eps 1e-8, weight decay 1e-10, clip 10, lerobot's SmolVLA preset), warmup ``--warmup`` and
+decay to ``--min-lr`` over ``--steps``, float32 on CPU, and each framework's own weight init and data order. Wall
+times are whole commands (start-up, data loading, training, checkpointing) and CPU times their user + system
+seconds; on a shared machine the CPU times are the steadier figure.
 
     .venv/bin/python benchmarks/metaworld.py                                   # everything, full size
     .venv/bin/python benchmarks/metaworld.py --parts single --demos 10 --steps 200 --episodes 10   # sized down
@@ -51,7 +51,9 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
     sys.path.pop(0)
 EMBODIED = [sys.executable, "-m", "embodied_core.cli.main"]
 DEFAULT_LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
-EASY5 = "button-press-topdown-v3,drawer-open-v3,door-open-v3,reach-v3,window-open-v3"
+EASY5 = "drawer-open-v3,drawer-close-v3,window-open-v3,window-close-v3,button-press-topdown-v3"
+"""Five of lerobot's easy tasks, in pairs that share a scene (open/close) so that the instruction, not only the
+picture, tells the policy what to do; the swap gives each task the next one's instruction."""
 CAMERA = "observation.image"
 OPTIMIZER = {"beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 1e-10, "clip": 10.0}
 
@@ -467,7 +469,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--multi-episodes", type=int, default=20, help="episodes per task")
     parser.add_argument("--lerobot-python", default=str(DEFAULT_LEROBOT_PYTHON))
     parser.add_argument("--lerobot-eval-episodes", type=int, default=10, help="0: no lerobot-eval cross-check")
+    parser.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads of every command (both "
+                        "frameworks; 0: the libraries' default). On a loaded machine two threads per process spin "
+                        "against each other: measured 0.4-2.9 CPU s per SmolVLA-tiny step with 2 threads, 0.06 with 1")
     opts = parser.parse_args(argv)
+    if opts.threads > 0:  # inherited by every command, and this process's own episodes
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[name] = str(opts.threads)
     opts.models = [m for m in opts.models.split(",") if m]
     parts = [p for p in opts.parts.split(",") if p]
     unknown = sorted(set(parts) - {"single", "multi", "lerobot"})
