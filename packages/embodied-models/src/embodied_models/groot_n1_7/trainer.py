@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
-from typing import Any
 
 import attrs
 import pluggy
-from torch import nn
 
 from embodied_core.config.run_config import RunConfig
 from embodied_core.registry.specs import ModelSpec
-from embodied_core.trainer.base import FinetuneTrainer
+from embodied_models.model_rng import ModelRngTrainer
 
 __all__ = ["GrootTrainer", "build_trainer", "modality_camera_keys"]
 
 logger = logging.getLogger("embodied.train")
 
-_RNG_KEY = "groot_draws"
 STRATEGY = "groot_n1_7"
 
 
@@ -51,29 +47,11 @@ def modality_camera_keys(config: RunConfig) -> list[str] | None:
     return renamed if renamed != list(data.camera_keys) else None
 
 
-class GrootTrainer(FinetuneTrainer):
+class GrootTrainer(ModelRngTrainer):
     """Seeds the model generator from ``--seed`` and keeps its state in each rank's checkpoint."""
 
-    def _inner(self) -> nn.Module:
-        return self.strategy.unwrap_model(self.model)
-
-    def build_model(self) -> nn.Module:
-        """Builds the model and seeds its draw generator."""
-        model = super().build_model()
-        model.seed_rng(self.args.seed, rank=self.strategy.rank)
-        return model
-
-    def rank_state(self) -> dict[str, Any]:
-        """The base trainer's per-rank state plus the model's generator."""
-        return {**super().rank_state(), _RNG_KEY: self._inner().rng_state()}
-
-    def load_rank_state(self, state: dict[str, Any], *, path: Path) -> None:
-        """Restores the base trainer's per-rank state, then the model's generator."""
-        super().load_rank_state(state, path=path)
-        if _RNG_KEY in state:
-            self._inner().set_rng_state(state[_RNG_KEY])
-        else:
-            logger.warning("%s holds no GR00T N1.7 generator state; the draws restart from --seed", path)
+    rng_key = "groot_draws"
+    rng_name = "GR00T N1.7 generator"
 
 
 def build_trainer(config: RunConfig, *, model_spec: ModelSpec, hooks: pluggy.PluginManager) -> GrootTrainer:

@@ -17,39 +17,24 @@ from torch import nn
 
 from embodied_core.config.run_config import RunConfig
 from embodied_core.registry.specs import ModelSpec
-from embodied_core.trainer.base import FinetuneTrainer
+from embodied_models.model_rng import ModelRngTrainer
 
 __all__ = ["LingBotVATrainer", "build_trainer"]
 
 logger = logging.getLogger("embodied.train")
 
-_RNG_KEY = "model_rng"
 _RANK_SEED_STRIDE = 1_000_003  # keeps the streams of ranks apart for any seed
 
 
-class LingBotVATrainer(FinetuneTrainer):
+class LingBotVATrainer(ModelRngTrainer):
     """Seeds the model generator from ``--seed`` and the rank, and keeps its state in each rank's checkpoint."""
 
-    def _inner(self) -> nn.Module:
-        return self.strategy.unwrap_model(self.model)
+    rng_key = "model_rng"
+    rng_name = "LingBot-VA generator"
 
-    def build_model(self) -> nn.Module:
-        """Builds the model and seeds its generator from ``--seed`` and this rank."""
-        model = super().build_model()
+    def seed_model_rng(self, model: nn.Module) -> None:
+        """Seeds the generator from ``--seed`` and this rank (one stream per rank)."""
         model.seed_rng(self.args.seed + _RANK_SEED_STRIDE * self.strategy.rank)
-        return model
-
-    def rank_state(self) -> dict[str, Any]:
-        """The base trainer's per-rank state plus the model's generator."""
-        return {**super().rank_state(), _RNG_KEY: self._inner().rng_state()}
-
-    def load_rank_state(self, state: dict[str, Any], *, path: Path) -> None:
-        """Restores the base trainer's per-rank state, then the model's generator."""
-        super().load_rank_state(state, path=path)
-        if _RNG_KEY in state:
-            self._inner().set_rng_state(state[_RNG_KEY])
-        else:
-            logger.warning("%s holds no LingBot-VA generator state; the model RNG restarts from --seed", path)
 
     def restore(self, path: Path) -> None:
         """Restores everything; with ``model.resume_optimizer=rebuild`` the optimizer moments start fresh."""
