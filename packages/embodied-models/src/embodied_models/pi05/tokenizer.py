@@ -78,13 +78,9 @@ class HFPromptTokenizer:
 
 
 def load_tokenizer(kind: str, path: str | None, *, vocab_size: int) -> PromptTokenizer:
-    """The prompt tokenizer of ``model.tokenizer``; checks that its ids fit the embedding table.
-
-    Args:
-        kind: ``"paligemma"`` (needs ``path``) or ``"tiny"`` (``path`` given: that directory is used instead).
-        path: local tokenizer directory or None.
-        vocab_size: the model's embedding rows.
-    """
+    """The prompt tokenizer of ``model.tokenizer`` (``"paligemma"``: the folder ``path``; ``"tiny"``: the built-in one
+    unless a folder is given), checked against ``vocab_size`` as
+    :func:`~embodied_models.vla.tokenizers.choose_tokenizer` does."""
     return choose_tokenizer(kind, path, vocab_size=vocab_size, from_folder=HFPromptTokenizer, builtin_kind="tiny",
                             builtin=TinyTokenizer,
                             folder_needed="pi0.5 tokenizes its prompt with the PaliGemma tokenizer: pass "

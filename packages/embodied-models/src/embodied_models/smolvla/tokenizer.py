@@ -68,13 +68,9 @@ class HFTaskTokenizer:
 
 
 def load_tokenizer(kind: str, path: str | None, *, vocab_size: int) -> TaskTokenizer:
-    """The task tokenizer of ``model.tokenizer``; checks that its ids fit the embedding table.
-
-    Args:
-        kind: ``"smolvlm"`` (needs ``path``) or ``"tiny"`` (``path`` given: that directory is used instead).
-        path: local tokenizer directory or None.
-        vocab_size: the model's embedding rows.
-    """
+    """The task tokenizer of ``model.tokenizer`` (``"smolvlm"``: the folder ``path``; ``"tiny"``: the built-in one
+    unless a folder is given), checked against ``vocab_size`` as
+    :func:`~embodied_models.vla.tokenizers.choose_tokenizer` does."""
     return choose_tokenizer(kind, path, vocab_size=vocab_size, from_folder=HFTaskTokenizer, builtin_kind="tiny",
                             builtin=TinyByteTokenizer,
                             folder_needed="SmolVLA tokenizes the task with SmolVLM2's tokenizer: pass --tokenizer-path "

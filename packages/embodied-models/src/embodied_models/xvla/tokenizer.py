@@ -66,13 +66,9 @@ class HFInstructionTokenizer:
 
 
 def load_tokenizer(kind: str, path: str | None, *, vocab_size: int) -> InstructionTokenizer:
-    """The tokenizer of ``model.tokenizer``; checks that its ids fit the embedding table.
-
-    Args:
-        kind: ``"bart"`` (needs ``path``) or ``"bytes"`` (``path`` given: that directory is used instead).
-        path: local tokenizer directory or None.
-        vocab_size: the model's embedding rows.
-    """
+    """The tokenizer of ``model.tokenizer`` (``"bart"``: the folder ``path``; ``"bytes"``: the built-in one unless a
+    folder is given), checked against ``vocab_size`` as :func:`~embodied_models.vla.tokenizers.choose_tokenizer`
+    does."""
     return choose_tokenizer(kind, path, vocab_size=vocab_size, from_folder=HFInstructionTokenizer, builtin_kind="bytes",
                             builtin=ByteTokenizer,
                             folder_needed="X-VLA tokenizes its instruction with the BART tokenizer: pass "
