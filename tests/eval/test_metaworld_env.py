@@ -212,3 +212,45 @@ def test_aggregation_per_task_group_overall_and_the_papers_avg():
 
 def test_golden_folder_is_present():
     assert GOLDEN.is_dir() and len(CONFIG["cases"]) == 8, f"{GOLDEN} missing or changed"
+
+
+
+def test_envs_built_in_parallel_threads_do_not_collide(monkeypatch):
+    """MT1() seeds and draws numpy's global generator: four threads building at once trip its "unique goals"
+    assertion in about a third of the builds (measured), and ``embodied eval --num-envs`` builds one env per
+    thread, so builds are serialized. Checked deterministically: a slow stand-in for MT1 never runs twice at once."""
+    import threading
+    import time
+
+    import metaworld
+
+    active, most = [0], [0]
+    lock = threading.Lock()
+
+    class BuiltError(Exception):
+        pass
+
+    def slow_mt1(task: str, seed: int | None = None) -> None:
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.05)
+        with lock:
+            active[0] -= 1
+        raise BuiltError(task)
+
+    monkeypatch.setattr(metaworld, "MT1", slow_mt1)
+    reached: list[str] = []
+
+    def build(task: str) -> None:
+        try:
+            MetaworldEnv(task).reset(seed=0)
+        except BuiltError:
+            reached.append(task)
+
+    threads = [threading.Thread(target=build, args=(t,)) for t in ("reach-v3", "push-v3", "drawer-open-v3")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(reached) == 3 and most[0] == 1

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -54,6 +55,9 @@ MT1_SEED = 42
 """The seed lerobot builds ``MT1`` with (its task's positions are overwritten by the first seeded reset)."""
 _CORNER2_POSITION = (0.75, 0.075, 0.7)
 _CORNER2_INDEX = 2  # camera index of corner2 in every v3 model
+_BUILD_LOCK = threading.Lock()
+"""MT1() draws its task goals from numpy's global generator (seeding it, then restoring it): two threads
+building at once interleave those draws and can trip its "unique goals" assertion, so builds are serialized."""
 
 
 def import_metaworld() -> Any:
@@ -172,7 +176,8 @@ class MetaworldEnv(gym.Env):
             return self._env
         os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco is imported: headless rendering
         metaworld = import_metaworld()
-        benchmark = metaworld.MT1(self.task, seed=MT1_SEED)
+        with _BUILD_LOCK:
+            benchmark = metaworld.MT1(self.task, seed=MT1_SEED)
         size = {} if self.look == "lerobot" else {"width": self.image_size, "height": self.image_size}
         env = benchmark.train_classes[self.task](render_mode="rgb_array", camera_name=CAMERA, **size)
         env.set_task(benchmark.train_tasks[0])
