@@ -16,6 +16,7 @@ import attrs
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.validators import non_negative, positive, probability
 from embodied_models.groot_n1_7.embodiments import EMBODIMENT_SLOTS, NEW_EMBODIMENT, unknown_tag_message
+from embodied_models.vla.checks import multiple_problems
 from embodied_models.vla.fields import LocalTokenizerPath
 
 __all__ = ["GrootDataConfig", "GrootModelConfig"]
@@ -150,15 +151,11 @@ class GrootModelConfig(BaseModelConfig):
         if self.input_embedding_dim % 2:
             problems.append(f"model.input_embedding_dim must be even for the sin-cos time features "
                             f"(got {self.input_embedding_dim})")
-        if self.llm_num_heads % self.llm_num_kv_heads:
-            problems.append(f"model.llm_num_heads {self.llm_num_heads} is not a multiple of model.llm_num_kv_heads "
-                            f"{self.llm_num_kv_heads}")
+        problems += multiple_problems(self, ("llm_num_heads", "llm_num_kv_heads"))
         if sum(self.mrope_section) * 2 != self.llm_head_dim or len(self.mrope_section) != 3:
             problems.append(f"model.mrope_section {self.mrope_section} must be 3 numbers summing to "
                             f"model.llm_head_dim / 2 = {self.llm_head_dim / 2:g}")
-        if self.vision_width % self.vision_num_heads:
-            problems.append(f"model.vision_width {self.vision_width} is not a multiple of model.vision_num_heads "
-                            f"{self.vision_num_heads}")
+        problems += multiple_problems(self, ("vision_width", "vision_num_heads"))
         bad_deepstack = [i for i in self.deepstack_layers if i >= self.vision_depth]
         if bad_deepstack:
             problems.append(f"model.deepstack_layers {bad_deepstack} are not vision blocks (model.vision_depth is "

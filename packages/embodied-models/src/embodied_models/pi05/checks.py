@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
-from embodied_models.vla.checks import run_config_check, width_problems
+from embodied_models.vla.checks import multiple_problems, run_config_check, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
 
@@ -16,12 +16,7 @@ def size_problems(model: Pi05ModelConfig, data: Pi05DataConfig) -> list[str]:
     if data.image_size[0] % model.vision_patch_size:
         problems.append(f"data.image_size {tuple(data.image_size)} is not a multiple of model.vision_patch_size "
                         f"{model.vision_patch_size}")
-    if model.num_heads % model.num_kv_heads:
-        problems.append(f"model.num_heads {model.num_heads} is not a multiple of model.num_kv_heads "
-                        f"{model.num_kv_heads}")
-    if model.vision_width % model.vision_num_heads:
-        problems.append(f"model.vision_width {model.vision_width} is not a multiple of model.vision_num_heads "
-                        f"{model.vision_num_heads}")
+    problems += multiple_problems(model, ("num_heads", "num_kv_heads"), ("vision_width", "vision_num_heads"))
     if model.expert_width % 2:
         problems.append(f"model.expert_width must be even for the sin-cos time embedding (got {model.expert_width})")
     return problems

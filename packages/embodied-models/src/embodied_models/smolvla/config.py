@@ -14,7 +14,7 @@ import attrs
 
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.validators import non_negative, positive
-from embodied_models.vla.checks import builtin_vocab_problems
+from embodied_models.vla.checks import builtin_vocab_problems, multiple_problems
 from embodied_models.vla.fields import FlowTimeFields, LocalTokenizerPath, place_after
 
 __all__ = ["SmolVLADataConfig", "SmolVLAModelConfig", "expert_mlp_dim", "expert_width"]
@@ -130,14 +130,10 @@ class SmolVLAModelConfig(FlowTimeFields, BaseModelConfig):
         if width < 2 or width % 2:
             problems.append(f"model.expert_width_multiplier {self.expert_width_multiplier} gives an expert width of "
                             f"{width}; it must be even (sin-cos time embedding) and >= 2")
-        if self.num_heads % self.num_kv_heads:
-            problems.append(f"model.num_heads {self.num_heads} is not a multiple of model.num_kv_heads "
-                            f"{self.num_kv_heads}")
+        problems += multiple_problems(self, ("num_heads", "num_kv_heads"))
         if self.head_dim % 2:
             problems.append(f"model.head_dim must be even for RoPE (got {self.head_dim})")
-        if self.vision_width % self.vision_num_heads:
-            problems.append(f"model.vision_width {self.vision_width} is not a multiple of model.vision_num_heads "
-                            f"{self.vision_num_heads}")
+        problems += multiple_problems(self, ("vision_width", "vision_num_heads"))
         if self.num_expert_layers > 0 and self.num_vlm_layers % self.num_expert_layers:
             problems.append(f"model.num_expert_layers {self.num_expert_layers} must divide model.num_vlm_layers "
                             f"{self.num_vlm_layers} (or be <= 0: one expert layer per VLM layer)")

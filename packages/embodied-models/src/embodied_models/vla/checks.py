@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["builtin_vocab_problems", "run_config_check", "tokenizer_folder_missing", "width_problems"]
+__all__ = ["builtin_vocab_problems", "multiple_problems", "run_config_check", "tokenizer_folder_missing",
+           "width_problems"]
 
 
 def width_problems(kind: str, dim: int | None, limit: int, *, consequence: str = "") -> list[str]:
@@ -20,6 +21,13 @@ def width_problems(kind: str, dim: int | None, limit: int, *, consequence: str =
     if dim is None or dim <= limit:
         return []
     return [f"data.{kind}_dim {dim} exceeds model.max_{kind}_dim {limit}; set model.max_{kind}_dim={dim}{consequence}"]
+
+
+def multiple_problems(model: Any, *pairs: tuple[str, str]) -> list[str]:
+    """``model.<a> is not a multiple of model.<b>`` for each ``(a, b)`` of ``pairs`` whose values do not divide
+    (head counts of grouped-query attention, widths split over heads)."""
+    return [f"model.{a} {getattr(model, a)} is not a multiple of model.{b} {getattr(model, b)}"
+            for a, b in pairs if getattr(model, a) % getattr(model, b)]
 
 
 def builtin_vocab_problems(vocab_size: int, ids: int, *, builtin: str, alternative: str) -> list[str]:

@@ -13,7 +13,7 @@ import attrs
 
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.validators import non_negative, positive, probability
-from embodied_models.vla.checks import builtin_vocab_problems
+from embodied_models.vla.checks import builtin_vocab_problems, multiple_problems
 from embodied_models.vla.fields import LocalTokenizerPath
 
 __all__ = ["ACTION_MODES", "XvlaDataConfig", "XvlaModelConfig"]
@@ -146,12 +146,7 @@ class XvlaModelConfig(BaseModelConfig):
         if self.projection_dim != self.text_width:
             problems.append(f"model.projection_dim {self.projection_dim} must equal model.text_width "
                             f"{self.text_width}: image tokens enter the BART encoder")
-        if self.text_width % self.text_num_heads:
-            problems.append(f"model.text_width {self.text_width} is not a multiple of model.text_num_heads "
-                            f"{self.text_num_heads}")
-        if self.hidden_size % self.num_heads:
-            problems.append(f"model.hidden_size {self.hidden_size} is not a multiple of model.num_heads "
-                            f"{self.num_heads}")
+        problems += multiple_problems(self, ("text_width", "text_num_heads"), ("hidden_size", "num_heads"))
         if self.tokenizer == "bytes":
             from embodied_models.xvla.tokenizer import BYTES_VOCAB_SIZE
 
