@@ -16,6 +16,8 @@ from embodied_core.protocols import PolicyMetadata
 from embodied_eval.baselines import HoldPolicy
 from embodied_eval.env_options import resolve_env
 from embodied_eval.envs.metaworld.gym_env import MetaworldEnv
+from embodied_eval.envs.metaworld.options import MetaworldOptions
+from embodied_eval.envs.metaworld.plugin import make_env
 from embodied_eval.envs.metaworld.tasks import GROUPS, select_tasks, tables
 from embodied_eval.report import summarize_tasks
 from embodied_eval.rollout import EpisodeResult
@@ -184,6 +186,9 @@ def test_task_suites_are_lerobots_groups_and_metaworlds_mt10():
     pair = select_tasks("metaworld-reach-v3, sweep-into-v3", None)
     assert pair.tasks == ("reach-v3", "sweep-into-v3") and dict(pair.groups) == {"easy": ("reach-v3",),
                                                                                  "medium": ("sweep-into-v3",)}
+    # the defaults build (`embodied plugins --check` builds them); the env then asks for a task
+    with pytest.raises(UsageError, match="give --task"):
+        make_env(None, options=MetaworldOptions())
     for task, suite, message in ((None, None, "give --task"), ("reach-v3", "easy", "one of them"),
                                  (None, "ultra", "valid suites are easy, medium, hard, very_hard, mt10"),
                                  ("reach-v2", None, "did you mean 'reach-v3'"),

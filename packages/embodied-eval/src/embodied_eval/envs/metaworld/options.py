@@ -32,10 +32,13 @@ class MetaworldOptions:
     """Frame side rendered by MetaWorld with render fast (default: the policy's frame size, else 128)."""
 
     def __attrs_post_init__(self) -> None:
-        # Checked when the options are built, before a checkpoint is loaded or a simulator started.
+        # Names are checked when the options are built, before a checkpoint is loaded or a simulator started.
+        # That neither task nor suite is given is only an error when the env is made: the defaults must build
+        # (`embodied plugins --check` builds them).
         from embodied_eval.envs.metaworld.tasks import select_tasks
 
-        select_tasks(self.task, self.suite)
+        if self.task is not None or self.suite is not None:
+            select_tasks(self.task, self.suite)
         if self.render == "lerobot" and self.image_size not in (None, 480):
             raise ValueError(f"render lerobot gives lerobot's 480 x 480 frames; image_size {self.image_size} needs "
                              "render fast")
