@@ -84,6 +84,9 @@ class DreamZeroModel(EmbodiedModel):
         elif prompt.shape[1] != mask.shape[1]:
             raise DataError(f"batch 'prompt_embs' has {prompt.shape[1]} text positions but 'text_attention_mask' has "
                             f"{mask.shape[1]}; rebuild the cache with the strategy's max_text_length")
+        elif prompt.shape[-1] != cfg.text_dim:
+            raise DataError(f"batch 'prompt_embs' (from {self._cache_source()}) are {prompt.shape[-1]} wide, but "
+                            f"model.text_dim={cfg.text_dim}: the cache was built with another text encoder")
         prompt = self._mask_prompt(prompt.float(), mask)
         out = {"latents": latents, "prompt": prompt, "image": self.encoders.encode_image(video[:, :, 0])}
         if cfg.model_type == "i2v":
@@ -96,10 +99,19 @@ class DreamZeroModel(EmbodiedModel):
         factor = int(vae.config.scale_factor_spatial) if vae is not None else \
             (16 if self.config.model_type == "ti2v" else 8)
         want = (video.shape[-2] // factor, video.shape[-1] // factor)
+        if latents.shape[1] != self.config.out_dim:
+            raise DataError(f"batch 'video_latents' (from {self._cache_source()}) have {latents.shape[1]} channels, "
+                            f"but model.out_dim={self.config.out_dim} (the VAE's z_dim): the cache was built with "
+                            "another VAE")
         if tuple(latents.shape[-2:]) != want:
             raise DataError(f"batch 'video_latents' have a {tuple(latents.shape[-2:])} latent grid, but frames of "
                             f"{tuple(video.shape[-2:])} (model.target_video_size={self.config.target_video_size}) "
                             f"encode to {want}: rebuild the cache from frames resized to model.target_video_size")
+
+    def _cache_source(self) -> str:
+        """Where cached batch fields come from, for error messages."""
+        folder = getattr(self.data_config, "precomputed_cache_dir", None)
+        return f"data.precomputed_cache_dir={folder}" if folder else "the batch"
 
     def _mask_prompt(self, prompt: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         lengths = mask.gt(0).sum(dim=1)

@@ -9,8 +9,11 @@ Layout (DreamZero's ``precompute_features.py`` layout, so caches of either tool 
     <cache>/manifest.jsonl|.csv   one row per file: path, dataset_index, trajectory_id, base_index, bytes, sha256
     <cache>/_SUCCESS              {"ok": true, "manifest_sha256": ..., "coverage": ...}
 
-:func:`validate_cache` runs before any sample is read: a missing or incomplete cache, or one built for other data
-or other transform settings, is a :class:`DataError` that names what changed and the command that rebuilds it.
+:func:`validate_cache` runs before any sample is read (``data.cache_validation=manifest``, the default): a missing or
+incomplete cache, or one built for other data or other transform settings, is a :class:`DataError` that names what
+changed and the command that rebuilds it. Caches without a manifest (LoongForge's own writer stores only the sample
+files, ``torch.save({"video_latents": ..., "prompt_embs": ...})`` in bfloat16, under any ``cache_template``) are read
+with ``cache_validation`` 'shapes' or 'off': each file's tensors are checked when read (:mod:`.cache_shapes`).
 Files are read with ``torch.load(weights_only=True)`` (tensors only, no code).
 """
 
@@ -25,9 +28,10 @@ from typing import Any
 import attrs
 
 from embodied_core.errors import DataError
+from embodied_models.dreamzero.data.cache_shapes import CacheShapeCheck
 
-__all__ = ["KIND", "META_FILES", "PAYLOAD_KEYS", "CacheReader", "cache_config_block", "dataset_fingerprint",
-           "json_sha256", "rebuild_hint", "resolve_cache_dir", "sha256_file", "validate_cache"]
+__all__ = ["KIND", "MANIFESTLESS_HINT", "META_FILES", "PAYLOAD_KEYS", "CacheReader", "cache_config_block",
+           "dataset_fingerprint", "json_sha256", "rebuild_hint", "resolve_cache_dir", "sha256_file", "validate_cache"]
 
 KIND = "dreamzero_precomputed_features"
 COMMAND = "embodied data precompute-dreamzero"
@@ -40,6 +44,9 @@ PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
     "prompt_embs": ("prompt_embs", "prompt_embeddings", "text_embs"),
 }
 """Names a feature may have inside a cache file (DreamZero's accepted aliases), first one written."""
+MANIFESTLESS_HINT = ("a cache without a manifest (e.g. written by LoongForge's own tools) is read with "
+                     "data.cache_validation=shapes (or off) instead of the default 'manifest'")
+"""What to do with a cache that has no manifest."""
 LAYOUTS = {"video_latents": "bcthw", "first_frame_latents": "bcthw", "prompt_embs": "blc"}
 
 
@@ -121,6 +128,9 @@ def validate_cache(cache: Path, *, dataset_root: Path, dataset_len: int, feature
         raise DataError(f"data.precomputed_cache_dir: {cache} does not exist; build it with "
                         f"`{COMMAND} {dataset_root} --output {cache} --model-name <model>`")
     manifest_path = cache / "manifest.json"
+    if not manifest_path.exists() and not (cache / "_SUCCESS").exists():
+        raise DataError(f"{cache} has no manifest.json (data.cache_validation=manifest checks the cache against it); "
+                        f"{MANIFESTLESS_HINT}; or {hint}")
     manifest = _read_json(manifest_path, hint=hint)
     success = _read_json(cache / "_SUCCESS", hint=hint)
     if not success.get("ok", False):
@@ -181,13 +191,18 @@ def validate_cache(cache: Path, *, dataset_root: Path, dataset_len: int, feature
 
 @attrs.define
 class CacheReader:
-    """Reads the cached features of one flat sample index (picklable; manifest rows loaded on first use)."""
+    """Reads the cached features of one flat sample index (picklable; manifest rows loaded on first use).
+
+    ``shapes``: the check of each file read when the cache has no manifest to trust (``data.cache_validation``
+    'shapes' / 'off'; see :mod:`.cache_shapes`); None: the manifest was validated instead.
+    """
 
     cache: Path
     template: str
     features: tuple[str, ...]
     validate_sample_hash: bool = True
     hint: str = ""
+    shapes: CacheShapeCheck | None = None
     _rows: dict[str, dict[str, Any]] | None = attrs.field(default=None, init=False, repr=False)
 
     def path(self, flat_index: int, *, trajectory_id: int = 0, base_index: int = 0) -> Path:
@@ -207,14 +222,16 @@ class CacheReader:
             self._rows = rows
         return self._rows
 
-    def load(self, flat_index: int, *, trajectory_id: int = 0, base_index: int = 0) -> dict[str, Any]:
-        """``{feature: tensor}`` of one sample; a DataError when the file is missing, altered or lacks a feature."""
+    def load(self, flat_index: int, *, trajectory_id: int = 0, base_index: int = 0,
+             frames: int | None = None) -> dict[str, Any]:
+        """``{feature: tensor}`` of one sample; a DataError when the file is missing, altered or lacks a feature
+        (or, with :attr:`shapes`, holds a tensor that does not fit the sample's ``frames`` video frames)."""
         import torch
 
         path = self.path(flat_index, trajectory_id=trajectory_id, base_index=base_index)
         if not path.exists():
-            raise DataError(f"{path}: no cached features for flat sample index {flat_index} (the cache does not cover "
-                            f"it); {self.hint}")
+            raise DataError(f"{path}: no cached features for flat sample index {flat_index} (trajectory "
+                            f"{trajectory_id}, base index {base_index}; the cache does not cover it); {self.hint}")
         if self.validate_sample_hash:
             row = self._manifest_rows().get(path.relative_to(self.cache).as_posix())
             if row is None:
@@ -230,10 +247,14 @@ class CacheReader:
                             f"{self.hint}") from None
         if torch.is_tensor(payload):
             payload = {"video_latents": payload}
-        out = {}
+        if not isinstance(payload, dict):
+            raise DataError(f"{path} holds a {type(payload).__name__}, not a dict of tensors; {self.hint}")
+        out, keys = {}, {}
         for name in self.features:
             key = next((k for k in PAYLOAD_KEYS[name] if k in payload), None)
             if key is None or not torch.is_tensor(payload[key]):
                 raise DataError(f"{path} has no tensor {name!r} (keys: {', '.join(map(str, payload))}); {self.hint}")
-            out[name] = payload[key]
+            out[name], keys[name] = payload[key], key
+        if self.shapes is not None:
+            self.shapes(path, out, keys, frames=frames)
         return out

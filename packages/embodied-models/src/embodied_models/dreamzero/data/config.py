@@ -7,20 +7,50 @@ geometry (``num_frames``, ``action_horizon``, ``max_chunk_size``, ``num_frame_pe
 
 from __future__ import annotations
 
+import string
+
 import attrs
 
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.validators import non_negative, positive
 
-__all__ = ["CACHE_FEATURES", "EMBODIMENT_TAGS", "DreamZeroDataConfig"]
+__all__ = ["CACHE_FEATURES", "CACHE_TEMPLATE_FIELDS", "CACHE_VALIDATION", "EMBODIMENT_TAGS", "DreamZeroDataConfig",
+           "cache_template_problem"]
 
 EMBODIMENT_TAGS = ("oxe_droid", "libero_sim", "agibot", "yam")
 CACHE_FEATURES = ("video_latents", "first_frame_latents", "prompt_embs")
+CACHE_TEMPLATE_FIELDS = ("index", "trajectory_id", "base_index")
+"""The fields a cache file name template may use (what the cache reader formats): the flat sample index, the
+episode (trajectory) and the anchor step inside it."""
+CACHE_VALIDATION = ("manifest", "shapes", "off")
 
 
 def _unit_interval_open(instance: object, attribute: attrs.Attribute, value: float) -> None:
     if not 0.0 < value <= 1.0:
         raise ValueError(f"data.{attribute.name} must be in (0, 1] (got {value})")
+
+
+def cache_template_problem(template: str) -> str | None:
+    """What is wrong with a cache file name ``template`` (None: nothing). It may use only
+    :data:`CACHE_TEMPLATE_FIELDS`, by name, and must name one file per sample: ``{index}``, or both
+    ``{trajectory_id}`` and ``{base_index}`` (LoongForge's ``cache_{trajectory_id:04d}_{base_index:04d}.pt``)."""
+    valid = ", ".join(f"{{{name}}}" for name in CACHE_TEMPLATE_FIELDS)
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        return f"is not a format string ({exc}); it may use {valid}"
+    unknown = sorted({name for name in fields if name not in CACHE_TEMPLATE_FIELDS})
+    if unknown:
+        shown = ", ".join("{}" if not name else f"{{{name}}}" for name in unknown)
+        return f"uses {shown}, which the cache reader does not format; valid fields: {valid}"
+    if "index" not in fields and not {"trajectory_id", "base_index"} <= set(fields):
+        return ("must name one file per sample: use {index} (the flat sample index), or both {trajectory_id} and "
+                "{base_index} (LoongForge's cache_{trajectory_id:04d}_{base_index:04d}.pt)")
+    try:
+        template.format(index=0, trajectory_id=0, base_index=0)
+    except (ValueError, TypeError) as exc:
+        return f"cannot be formatted with integer {valid} ({exc})"
+    return None
 
 
 def _cache_features(instance: object, attribute: attrs.Attribute, value: list[str]) -> None:
@@ -98,14 +128,25 @@ class DreamZeroDataConfig(BaseDataConfig):
     """Folder of a precomputed cache (``embodied data precompute-dreamzero``); relative paths are under the
     dataset root. Unset: no cached features (the model encodes online)."""
     cache_template: str = "index_{index:08d}.pt"
-    """File name of one sample in the cache (``{index}`` = flat sample index)."""
+    """File name of one sample in the cache: ``{index}`` (flat sample index), ``{trajectory_id}`` (episode) and
+    ``{base_index}`` (anchor step in it), with format specs; e.g. LoongForge's
+    ``cache_{trajectory_id:04d}_{base_index:04d}.pt``."""
+    cache_validation: str = attrs.field(default="manifest", validator=attrs.validators.in_(CACHE_VALIDATION))
+    """How the cache is checked. 'manifest': its manifest.json/_SUCCESS must match this dataset and these transform
+    settings before training starts, and each file's size/sha256 its manifest.jsonl entry. 'shapes' (caches without
+    a manifest, e.g. written by LoongForge's tools): every file read must hold the features with the shapes this
+    data section implies (latent frames of the sample's video, ``max_text_length`` prompt rows), the same shape in
+    every file, and a floating dtype; the model checks channels, latent grid and text width against its config.
+    'off': as 'shapes' without the dtype check, and a warning naming what is not checked."""
     cache_features: list[str] = attrs.field(factory=lambda: ["video_latents", "prompt_embs"],
                                             validator=_cache_features)
     """Cached features attached to each sample (video_latents, first_frame_latents, prompt_embs)."""
-    cache_validate_sample_hash: bool = True
-    """Check each cached file's size and sha256 against manifest.jsonl when it is read."""
+    cache_validate_sample_hash: bool | None = None
+    """Check each cached file's size and sha256 against manifest.jsonl when it is read; unset: on with
+    ``cache_validation=manifest`` (true needs it: the sizes and hashes are in the manifest)."""
     cache_require_full_coverage: bool = False
-    """Refuse a cache that does not cover every sample of the dataset."""
+    """Refuse a cache whose manifest does not cover every sample of the dataset (needs ``cache_validation=manifest``;
+    otherwise a sample without a file is a DataError when it is read)."""
 
     def validate(self) -> list[str]:
         """Cross-field rules (in addition to the base class')."""
@@ -120,7 +161,21 @@ class DreamZeroDataConfig(BaseDataConfig):
         if self.language_chunk_sampling and self.embodiment_tag != "oxe_droid":
             problems.append(f"data.language_chunk_sampling=true is the oxe_droid sampling; data.embodiment_tag is "
                             f"{self.embodiment_tag!r}")
-        if "{index" not in self.cache_template:
-            problems.append(f"data.cache_template={self.cache_template!r} must contain '{{index...}}' (one file per "
-                            "flat sample index)")
+        template = cache_template_problem(self.cache_template)
+        if template is not None:
+            problems.append(f"data.cache_template={self.cache_template!r} {template}")
+        if self.cache_validation != "manifest":
+            for field, value in (("cache_validate_sample_hash", self.cache_validate_sample_hash),
+                                 ("cache_require_full_coverage", self.cache_require_full_coverage)):
+                if value:
+                    problems.append(f"data.{field}=true reads the cache's manifest, which data.cache_validation="
+                                    f"{self.cache_validation} does not use: set data.cache_validation=manifest or "
+                                    f"leave data.{field} unset")
         return problems
+
+    @property
+    def validates_sample_hash(self) -> bool:
+        """Whether each cache file is checked against its manifest.jsonl entry."""
+        if self.cache_validate_sample_hash is None:
+            return self.cache_validation == "manifest"
+        return self.cache_validate_sample_hash

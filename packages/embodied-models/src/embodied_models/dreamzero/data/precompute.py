@@ -110,7 +110,7 @@ def _build_record(meta_root: Path, data: DreamZeroDataConfig, features: Sequence
                                          num_frames=None if data.language_chunk_sampling else data.num_frames),
             "data": {k: v for k, v in attrs.asdict(data).items() if k not in (
                 "precomputed_cache_dir", "cache_features", "cache_validate_sample_hash",
-                "cache_require_full_coverage", "tokenizer_path")},
+                "cache_require_full_coverage", "cache_validation", "tokenizer_path")},
             "features": sorted(features), "cache_template": data.cache_template,
             "vae_path": str(vae_path) if vae_path else None, "text_encoder_path": str(text_path) if text_path else None}
 

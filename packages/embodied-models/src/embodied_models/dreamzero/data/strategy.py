@@ -4,12 +4,15 @@ DreamZero models.
 Plans, before any frame is read: the embodiment's keys (:mod:`.embodiments`, checked against modality.json with
 the ``groot_n1_7`` strategy's parser), the sample index (:mod:`.index`: fixed windows, or DROID language chunks),
 the normalization statistics (:mod:`.stats`), the per-sample transform (:mod:`.transforms`) and, when
-``data.precomputed_cache_dir`` is set, the validated cache (:mod:`.cache`). Samples are the golden files' DreamZero
+``data.precomputed_cache_dir`` is set, the cache (:mod:`.cache`; validated by its manifest, or file by file
+with ``data.cache_validation`` 'shapes' / 'off'). Samples are the golden files' DreamZero
 samples (``../shared/datasets/strategies/README.md``); :mod:`.collate` batches them.
 """
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,6 +29,7 @@ from embodied_models.dreamzero.data.cache import (
     resolve_cache_dir,
     validate_cache,
 )
+from embodied_models.dreamzero.data.cache_shapes import CacheShapeCheck
 from embodied_models.dreamzero.data.config import DreamZeroDataConfig
 from embodied_models.dreamzero.data.embodiments import Embodiment, embodiment
 from embodied_models.dreamzero.data.index import CHUNK, LanguageChunkIndexBuilder, WindowIndexBuilder
@@ -39,6 +43,9 @@ from embodied_models.dreamzero.data.transforms import DreamZeroSampleTransform, 
 from embodied_models.dreamzero.data.video import ColorJitter
 
 __all__ = ["DreamZeroStrategy", "build_strategy", "plan_dreamzero", "relative_keys"]
+
+logger = logging.getLogger("embodied.dreamzero.data")
+_WARNED_OFF: set[str] = set()  # caches already warned about (data.cache_validation=off), once per process
 
 
 def relative_keys(data: DreamZeroDataConfig, emb: Embodiment) -> tuple[str, ...]:
@@ -112,10 +119,27 @@ def _parts(meta: LeRobotMeta, data: DreamZeroDataConfig, emb: Embodiment, layout
             tuple(part(s, s.name in relative) for s in action_slices))
 
 
+def _unchecked_cache(cache: Path, data: DreamZeroDataConfig) -> CacheShapeCheck:
+    """The per-file check of a cache read without its manifest ('shapes' / 'off'); 'off' warns once per cache."""
+    if not cache.is_dir():
+        raise DataError(f"data.precomputed_cache_dir: {cache} does not exist (or is not a folder)")
+    if data.cache_validation == "off" and str(cache) not in _WARNED_OFF:
+        _WARNED_OFF.add(str(cache))
+        logger.warning("data.cache_validation=off: %s is read without checking its manifest (dataset metadata "
+                       "fingerprint, transform settings, sample-transform seed, coverage), the size and sha256 of "
+                       "its files, or the dtype of their tensors; only tensor shapes are checked as files are read",
+                       cache)
+    return CacheShapeCheck(prompt_rows=data.max_text_length, check_dtype=data.cache_validation == "shapes")
+
+
 def _cache(meta: LeRobotMeta, data: DreamZeroDataConfig) -> CacheReader | None:
     if data.precomputed_cache_dir is None:
         return None
     cache = resolve_cache_dir(meta.root, data.precomputed_cache_dir)
+    hint = rebuild_hint(meta.root, cache)
+    if data.cache_validation != "manifest":
+        return CacheReader(cache=cache, template=data.cache_template, features=tuple(data.cache_features),
+                           validate_sample_hash=False, hint=hint, shapes=_unchecked_cache(cache, data))
     config = cache_config_block(image_height=data.image_height, image_width=data.image_width,
                                 crop_scale=data.crop_scale, enable_color_jitter=data.enable_color_jitter,
                                 max_chunk_size=data.max_chunk_size,
@@ -127,7 +151,7 @@ def _cache(meta: LeRobotMeta, data: DreamZeroDataConfig) -> CacheReader | None:
                    sample_transform_seed=data.sample_transform_seed,
                    require_full_coverage=data.cache_require_full_coverage)
     return CacheReader(cache=cache, template=data.cache_template, features=tuple(data.cache_features),
-                       validate_sample_hash=data.cache_validate_sample_hash, hint=rebuild_hint(meta.root, cache))
+                       validate_sample_hash=data.validates_sample_hash, hint=hint)
 
 
 def plan_dreamzero(meta: LeRobotMeta, data: DreamZeroDataConfig, *, training: bool = True,

@@ -168,7 +168,8 @@ class DreamZeroSampleTransform:
         out["is_cotrain_instance"] = torch.tensor(False)
         if self.cache is not None:
             out.update(self.cache.load(flat_index, trajectory_id=int(sample.get("trajectory_id", 0)),
-                                       base_index=int(sample.get("base_index", 0))))
+                                       base_index=int(sample.get("base_index", 0)),
+                                       frames=int(out["images"].shape[0])))
         return out
 
     # ---------------------------------------------------------------- feature map (DatasetPlan.feature_map)
