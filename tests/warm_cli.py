@@ -6,7 +6,8 @@ server process per set of import-time settings that has imported them; each comm
 so it gets a fresh process (own memory, exit code, signals, ``atexit``, file descriptors) that only skipped
 the imports. The child sets up what a new interpreter would see: the command's arguments, environment, working
 directory, ``sys.path`` (its cwd and ``PYTHONPATH``), stdin on /dev/null, stdout/stderr to files, fresh numpy
-RNG state; it then runs the module as ``__main__`` and leaves through the interpreter's normal shutdown.
+RNG state; it then runs the module as ``__main__`` and exits as a process does (threads joined, ``atexit``,
+flushes, the exit code) without tearing down the inherited modules one by one.
 
 What cannot be replayed after the imports is never faked:
 - environment variables read while importing (``OMP_*``, ``TORCH*``, ``HF_*``, ``PYTHON*`` other than
@@ -22,6 +23,7 @@ What cannot be replayed after the imports is never faked:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -123,9 +125,10 @@ def serve(listen_path: str) -> None:
 
 
 def _run_child(request: dict[str, Any], conn: socket.socket, listener: socket.socket) -> None:
-    """The forked child: becomes the command and leaves only through SystemExit, which unwinds to the
-    interpreter's normal shutdown (threads joined, ``atexit``, flushes) as in a real process; never returns to
-    the server loop."""
+    """The forked child: becomes the command, then exits as a real process does (non-daemon threads joined,
+    ``atexit`` handlers run, streams flushed, the exit code of its SystemExit or 1 after an uncaught exception's
+    traceback) but without tearing down the modules it inherited (seconds of freeing torch for nothing); never
+    returns to the server loop."""
     listener.close()
     conn.close()
     try:
@@ -135,14 +138,39 @@ def _run_child(request: dict[str, Any], conn: socket.socket, listener: socket.so
         # A real ``python -m`` has not imported the module yet (else runpy warns on stderr).
         sys.modules.pop(MODULE, None)
         runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
-    except SystemExit:
-        raise
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
     except BaseException:  # what an uncaught exception does to a real process: traceback, exit code 1
         import traceback
 
         traceback.print_exc()
-        sys.exit(1)
-    sys.exit(0)
+        code = 1
+    _shutdown_and_exit(code)
+
+
+def _exit_code(value: object) -> int:
+    """The process exit code of ``SystemExit(value)`` (None: 0; a message: printed, 1)."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value & 0xFF
+    print(value, file=sys.stderr)
+    return 1
+
+
+def _shutdown_and_exit(code: int) -> None:
+    import atexit
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a stream the command closed
+            stream.flush()
+    os._exit(code)
 
 
 def _run_request(conn: socket.socket, listener: socket.socket) -> None:
