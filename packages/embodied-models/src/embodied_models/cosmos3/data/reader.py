@@ -116,11 +116,14 @@ def concat_view(wrist: torch.Tensor, left: torch.Tensor, right: torch.Tensor) ->
     """``[T, 3, H, W]`` uint8 frames of the three cameras -> the ``[3, T, H + H // 2, W]`` uint8 layout video.
 
     The exterior views are resized to ``(H // 2, W // 2)`` (bilinear, half-pixel centres, no antialias) on [0, 1]
-    floats; the result is scaled by 255 and truncated to uint8. ``W`` must be even.
+    floats; the result is scaled by 255 and truncated to uint8. ``W`` must be even. The floats are made as lerobot's
+    decoder makes them for LoongForge (``frames / 255.0`` of the stacked, contiguous ``[T, 3, H, W]`` frames) and
+    resized in that layout, whatever the memory layout of the frames given (decoders return channels-last views):
+    the truncation to uint8 turns any difference in the kernels' last bit into a whole level.
     """
-    top = wrist.float() / 255
+    top, left, right = ((view.contiguous() / 255.0).to(torch.float32) for view in (wrist, left, right))
     half = (top.shape[-2] // 2, top.shape[-1] // 2)
-    bottom = torch.cat([F.interpolate(view.float() / 255, size=half, mode="bilinear", align_corners=False)
+    bottom = torch.cat([F.interpolate(view, size=half, mode="bilinear", align_corners=False)
                         for view in (left, right)], dim=-1)
     video = torch.cat([top, bottom], dim=-2)
     return (video * 255.0).clamp(0.0, 255.0).to(torch.uint8).permute(1, 0, 2, 3)

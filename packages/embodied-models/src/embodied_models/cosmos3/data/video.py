@@ -22,7 +22,9 @@ def scaled_size(height: int, width: int, bucket_h: int, bucket_w: int) -> tuple[
 def fit_to_bucket(video: torch.Tensor, bucket_h: int, bucket_w: int) -> tuple[torch.Tensor, int, int]:
     """``video`` ``[..., H, W]`` uint8 scaled into ``bucket_h x bucket_w`` and padded on the bottom and right.
 
-    Down-scaling is bicubic with antialias on float values, clamped to [0, 255] and rounded back to uint8. The pad
+    Down-scaling is bicubic with antialias on float values, clamped to [0, 255] and rounded back to uint8, run as
+    LoongForge runs it (torchvision's ``resize`` of the ``[C, T, H, W]`` video: ``C`` images of ``T`` channels, in
+    the memory layout the video arrives in): antialiased kernels need not round alike in other layouts. The pad
     replicates the edge when a pad is at least as large as the content along its side (a reflection would not
     fit), else it reflects; padding only copies pixels. Returns ``(video, content_h, content_w)``.
     """
@@ -30,9 +32,11 @@ def fit_to_bucket(video: torch.Tensor, bucket_h: int, bucket_w: int) -> tuple[to
     new_h, new_w = scaled_size(height, width, bucket_h, bucket_w)
     lead = video.shape[:-2]
     if (new_h, new_w) != (height, width):
-        flat = video.reshape(-1, 1, height, width).float()
-        flat = F.interpolate(flat, size=(new_h, new_w), mode="bicubic", align_corners=False, antialias=True)
-        video = flat.clamp(0, 255).round().to(video.dtype).reshape(*lead, new_h, new_w)
+        # [C, T, H, W] stays as it is (a view keeps its strides); fewer dims get a leading 1, as torchvision does
+        images = video.reshape(-1, *video.shape[-3:]) if video.ndim >= 4 else video.reshape(1, -1, height, width)
+        scaled = F.interpolate(images.to(torch.float32), size=(new_h, new_w), mode="bicubic", align_corners=False,
+                               antialias=True)
+        video = scaled.clamp(0, 255).round().to(video.dtype).reshape(*lead, new_h, new_w)
     pad_right, pad_bottom = bucket_w - new_w, bucket_h - new_h
     if pad_right or pad_bottom:
         edge = pad_right >= new_w or pad_bottom >= new_h
