@@ -133,6 +133,21 @@ def test_wrong_shapes_name_the_file_and_key(tmp_path: Path) -> None:
         off.load(20, trajectory_id=1, base_index=0, frames=9)
 
 
+def test_numpy_video_latents(tmp_path: Path) -> None:
+    """LoongForge also reads ``.npy`` files: bare video latents."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    latents = np.arange(np.prod(LATENTS), dtype=np.float32).reshape(LATENTS)
+    np.save(cache / "lat_00000003.npy", latents)
+    np.save(cache / "lat_00000004.npy", np.array([object()], dtype=object), allow_pickle=True)
+    reader = plan_dreamzero(LeRobotMeta.load(LIBERO), _data(cache, cache_template="lat_{index:08d}.npy",
+                                                              cache_features=["video_latents"],
+                                                              cache_validation="shapes")).transform.cache
+    assert np.array_equal(reader.load(3, frames=9)["video_latents"].numpy(), latents)
+    with pytest.raises(DataError, match=r"lat_00000004\.npy: not a tensor-only numpy file"):
+        reader.load(4, frames=9)  # pickled objects are refused, never loaded
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("validation", ["shapes", "off"])
 def test_tiny_trains_on_the_loongforge_cache_without_encoders(loongforge_cache: Path, tmp_path: Path,

@@ -14,7 +14,8 @@ incomplete cache, or one built for other data or other transform settings, is a 
 changed and the command that rebuilds it. Caches without a manifest (LoongForge's own writer stores only the sample
 files, ``torch.save({"video_latents": ..., "prompt_embs": ...})`` in bfloat16, under any ``cache_template``) are read
 with ``cache_validation`` 'shapes' or 'off': each file's tensors are checked when read (:mod:`.cache_shapes`).
-Files are read with ``torch.load(weights_only=True)`` (tensors only, no code).
+Files are read with ``torch.load(weights_only=True)`` (tensors only, no code); a ``.npy`` file (``np.load`` without
+pickles) holds ``video_latents`` alone, as LoongForge reads it.
 """
 
 from __future__ import annotations
@@ -241,10 +242,15 @@ class CacheReader:
                 raise DataError(f"{path} differs from its manifest.jsonl entry (size or sha256): the file changed "
                                 f"after the cache was built; {self.hint}")
         try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
+            if path.suffix == ".npy":  # LoongForge also reads bare video latents saved by numpy
+                import numpy as np
+
+                payload = {"video_latents": torch.from_numpy(np.load(path, allow_pickle=False))}
+            else:
+                payload = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:  # any unpickling failure means a bad cache file
-            raise DataError(f"{path}: not a tensor-only torch file ({type(exc).__name__}: {exc}); "
-                            f"{self.hint}") from None
+            raise DataError(f"{path}: not a tensor-only {'numpy' if path.suffix == '.npy' else 'torch'} file "
+                            f"({type(exc).__name__}: {exc}); {self.hint}") from None
         if torch.is_tensor(payload):
             payload = {"video_latents": payload}
         if not isinstance(payload, dict):
