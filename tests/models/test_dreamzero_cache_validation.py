@@ -102,6 +102,12 @@ def test_shapes_and_off_read_it(loongforge_cache: Path, caplog: pytest.LogCaptur
         plan_dreamzero(meta, _data(loongforge_cache, cache_validation="off"))
     warnings = [r.getMessage() for r in caplog.records if "cache_validation=off" in r.getMessage()]
     assert len(warnings) == 1 and all(word in warnings[0] for word in ("manifest", "sha256", "dtype", "shapes"))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="embodied.dreamzero.data"):  # a manifest that 'shapes' leaves unread
+        reader = plan_dreamzero(meta, _data(LIBERO / "precomputed_cache", cache_template="index_{index:08d}.pt",
+                                            cache_validation="shapes", max_text_length=6)).transform.cache
+    assert any("has a manifest.json, which is not checked" in r.getMessage() for r in caplog.records)
+    assert reader.load(0, frames=9)["prompt_embs"].shape == (6, 8)
 
 
 def test_wrong_shapes_name_the_file_and_key(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ from embodied_models.dreamzero.data.video import ColorJitter
 __all__ = ["DreamZeroStrategy", "build_strategy", "plan_dreamzero", "relative_keys"]
 
 logger = logging.getLogger("embodied.dreamzero.data")
-_WARNED_OFF: set[str] = set()  # caches already warned about (data.cache_validation=off), once per process
+_WARNED: set[str] = set()  # (validation, cache) pairs already warned about, once per process
 
 
 def relative_keys(data: DreamZeroDataConfig, emb: Embodiment) -> tuple[str, ...]:
@@ -120,15 +120,21 @@ def _parts(meta: LeRobotMeta, data: DreamZeroDataConfig, emb: Embodiment, layout
 
 
 def _unchecked_cache(cache: Path, data: DreamZeroDataConfig) -> CacheShapeCheck:
-    """The per-file check of a cache read without its manifest ('shapes' / 'off'); 'off' warns once per cache."""
+    """The per-file check of a cache read without its manifest ('shapes' / 'off'); 'off', or 'shapes' on a cache that
+    has a manifest, warns once per cache what is not checked."""
     if not cache.is_dir():
         raise DataError(f"data.precomputed_cache_dir: {cache} does not exist (or is not a folder)")
-    if data.cache_validation == "off" and str(cache) not in _WARNED_OFF:
-        _WARNED_OFF.add(str(cache))
+    key = f"{data.cache_validation}:{cache}"
+    if data.cache_validation == "off" and key not in _WARNED:
         logger.warning("data.cache_validation=off: %s is read without checking its manifest (dataset metadata "
                        "fingerprint, transform settings, sample-transform seed, coverage), the size and sha256 of "
                        "its files, or the dtype of their tensors; only tensor shapes are checked as files are read",
                        cache)
+    elif (cache / "manifest.json").exists() and key not in _WARNED:
+        logger.warning("data.cache_validation=shapes: %s has a manifest.json, which is not checked (dataset "
+                       "metadata, transform settings, seeding, coverage, file hashes); data.cache_validation=manifest "
+                       "checks it", cache)
+    _WARNED.add(key)
     return CacheShapeCheck(prompt_rows=data.max_text_length, check_dtype=data.cache_validation == "shapes")
 
 
