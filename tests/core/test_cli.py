@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from embodied_core import __version__ as RELEASE
 from tests.support import clean_env, run_embodied
 
@@ -100,3 +102,24 @@ def test_dataset_problems_exit_2_before_the_model_is_built(tmp_path: Path) -> No
     assert result.returncode == 2, result.stderr
     assert "v2.1" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()  # nothing was built or written
+
+
+def test_every_installed_model_renders_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--model-name X --help`` of every installed model and preset shows its fields (tyro must be able to print
+    every default: dreamzero_tiny's dict-valued encoder configs once crashed it with an AssertionError)."""
+    from embodied_core import registry
+    from embodied_core.cli.main import main
+    from embodied_core.registry import groups
+
+    failed = {}
+    for name in registry.names(groups.MODELS):
+        try:
+            code = main(["train", "--model-name", name, "--help"])
+        except SystemExit as exc:
+            code = exc.code
+        except Exception as exc:  # report every model, not only the first
+            code = f"{type(exc).__name__}: {exc}"[:300]
+        out = capsys.readouterr().out
+        if code not in (0, None) or "--model." not in out:
+            failed[name] = code
+    assert not failed, failed

@@ -13,6 +13,8 @@ actions and ``num_state_per_block`` states, so ``action_horizon == num_action_pe
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from embodied_core.config.model_config import BaseModelConfig
@@ -117,17 +119,17 @@ class DreamZeroModelConfig(BaseModelConfig):
     vae_path: str | None = None
     """Local diffusers ``AutoencoderKLWan`` folder (``vae/`` of Wan2.2-TI2V-5B-Diffusers or Wan2.1-I2V-14B-Diffusers);
     unset: built from vae_config with random weights (tests)."""
-    vae_config: dict | None = None
+    vae_config: dict[str, Any] | None = None
     """``AutoencoderKLWan`` constructor arguments when vae_path is unset; unset: the Wan2.2 (z 48) or Wan2.1 (z 16)
     defaults by model_type."""
     text_encoder_path: str | None = None
     """Local ``UMT5EncoderModel`` folder (``text_encoder/`` of a Wan diffusers release); unset: text_encoder_config."""
-    text_encoder_config: dict | None = None
+    text_encoder_config: dict[str, Any] | None = None
     """``UMT5Config`` arguments when text_encoder_path is unset; unset: UMT5-XXL's shape."""
     image_encoder_path: str | None = None
     """Local ``CLIPVisionModel`` folder (``image_encoder/`` of Wan2.1-I2V-14B-Diffusers); unset:
     image_encoder_config."""
-    image_encoder_config: dict | None = None
+    image_encoder_config: dict[str, Any] | None = None
     """``CLIPVisionConfig`` arguments when image_encoder_path is unset; unset: ViT-H/14 at 224 px."""
     target_video_size: tuple[int, int] | None = (160, 320)
     """(height, width) frames are resized to before the online VAE (the reference's 5B target 160x320; unset:
