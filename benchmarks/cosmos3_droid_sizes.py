@@ -136,7 +136,11 @@ def _import_torchvision() -> str:
 def main() -> int:
     from safetensors.torch import save_file
 
-    versions = {"torch": torch.__version__, "torchvision": _import_torchvision()}
+    # LoongForge decodes and resizes inside DataLoader workers, which torch runs on one intra-op thread; the CPU
+    # interpolation kernels' last bits depend on the thread count, so the reference is computed on one thread too.
+    torch.set_num_threads(1)
+
+    versions = {"torch": torch.__version__, "torchvision": _import_torchvision(), "intra_op_threads": 1}
     OUT.mkdir(parents=True, exist_ok=True)
     doc: dict = {"format": "cosmos3-droid-sizes-v1", "generated_with": versions, "frames": FRAMES,
                  "reference": "LoongForge c6275661 cosmos3_droid video path (benchmarks/cosmos3_droid_sizes.py)",

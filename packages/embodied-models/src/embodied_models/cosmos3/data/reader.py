@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from embodied_core.errors import DataError, ObservationError
 from embodied_data.strategies.base import SampleQuery
 from embodied_models.cosmos3.data.tables import CONCAT_VIEW_DESCRIPTION
+from embodied_models.cosmos3.data.video import one_thread
 
 if TYPE_CHECKING:
     from embodied_data.lerobot.metadata import LeRobotMeta
@@ -119,12 +120,14 @@ def concat_view(wrist: torch.Tensor, left: torch.Tensor, right: torch.Tensor) ->
     floats; the result is scaled by 255 and truncated to uint8. ``W`` must be even. The floats are made as lerobot's
     decoder makes them for LoongForge (``frames / 255.0`` of the stacked, contiguous ``[T, 3, H, W]`` frames) and
     resized in that layout, whatever the memory layout of the frames given (decoders return channels-last views):
-    the truncation to uint8 turns any difference in the kernels' last bit into a whole level.
+    the truncation to uint8 turns any difference in the kernels' last bit into a whole level. The resize runs on
+    one thread, as in LoongForge's loader workers (:func:`~embodied_models.cosmos3.data.video.one_thread`).
     """
     top, left, right = ((view.contiguous() / 255.0).to(torch.float32) for view in (wrist, left, right))
     half = (top.shape[-2] // 2, top.shape[-1] // 2)
-    bottom = torch.cat([F.interpolate(view, size=half, mode="bilinear", align_corners=False)
-                        for view in (left, right)], dim=-1)
+    with one_thread():
+        bottom = torch.cat([F.interpolate(view, size=half, mode="bilinear", align_corners=False)
+                            for view in (left, right)], dim=-1)
     video = torch.cat([top, bottom], dim=-2)
     return (video * 255.0).clamp(0.0, 255.0).to(torch.uint8).permute(1, 0, 2, 3)
 
