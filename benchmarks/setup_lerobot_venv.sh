@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side venv .venv-lerobot with lerobot 0.6.1 (with what its smolvla and metaworld extras add), for the side-by-side
-# benchmarks (benchmarks/dataloader.py --lerobot, benchmarks/pi05_vs_lerobot.py, benchmarks/metaworld.py,
+# benchmarks (benchmarks/dataloader.py --lerobot, benchmarks/pi05_vs_lerobot.py, benchmarks/metaworld_benchmark.py,
 # benchmarks/gpu_acceptance.sh) and the tests that check lerobot reads our datasets (tests/data/test_lerobot_reads.py).
 # scripts/setup.sh runs it; safe to run again.
 #

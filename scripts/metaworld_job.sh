@@ -5,7 +5,7 @@
 # metaworld` runs it for 50 seeded episodes (seeds 1000.., lerobot-eval's) next to the two baselines on the same
 # seeds (hold: zero motion, gripper kept; the data's mean action) and prints the success rates
 # (outputs/metaworld_job/eval/eval.json). Extra arguments are passed to `embodied train`.
-# benchmarks/metaworld.py runs the same with the expert's own rate, more models, multi-task and lerobot side by side.
+# benchmarks/metaworld_benchmark.py runs the same with the expert's own rate, more models, multi-task and lerobot side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TASK="${TASK:-button-press-topdown-v3}"
@@ -14,7 +14,7 @@ OUTPUT_DIR="${OUTPUT_DIR:-outputs/metaworld_job}"
 # resumable: an interrupted collection continues, a complete one is reused
 .venv/bin/embodied data collect --env metaworld --task "$TASK" --episodes "${DEMOS:-50}" --policy expert \
     --image-size 128 --out "$DATASET_DIR"
-# lerobot's SmolVLA optimizer preset (AdamW betas 0.9/0.95, weight decay 1e-10, clip 10), as benchmarks/metaworld.py
+# lerobot's SmolVLA optimizer preset (AdamW betas 0.9/0.95, weight decay 1e-10, clip 10), as benchmarks/metaworld_benchmark.py
 .venv/bin/embodied train \
     --model-name smolvla_tiny \
     --dataset-format lerobot_datasets --dataset-path "$DATASET_DIR" \

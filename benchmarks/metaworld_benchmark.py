@@ -26,9 +26,9 @@ decay to ``--min-lr`` over ``--steps``, float32 on CPU, and each framework's own
 times are whole commands (start-up, data loading, training, checkpointing) and CPU times their user + system
 seconds; on a shared machine the CPU times are the steadier figure.
 
-    .venv/bin/python benchmarks/metaworld.py                                   # everything, full size
-    .venv/bin/python benchmarks/metaworld.py --parts single --demos 10 --steps 200 --episodes 10   # sized down
-    .venv/bin/python benchmarks/metaworld.py --parts lerobot --workdir outputs/metaworld_bench  # reuses the data
+    .venv/bin/python benchmarks/metaworld_benchmark.py                       # everything, full size
+    .venv/bin/python benchmarks/metaworld_benchmark.py --parts single --demos 10 --steps 200 --episodes 10
+    .venv/bin/python benchmarks/metaworld_benchmark.py --parts lerobot --workdir outputs/metaworld_bench  # reuses
 """
 
 from __future__ import annotations
@@ -45,10 +45,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-# Run as a script, this file's folder is sys.path[0] and this module would shadow the `metaworld` package the env
-# plugin imports in this process (expert and swapped-instruction episodes): drop that entry.
-if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
 EMBODIED = [sys.executable, "-m", "embodied_core.cli.main"]
 DEFAULT_LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
 EASY5 = "drawer-open-v3,drawer-close-v3,window-open-v3,window-close-v3,button-press-topdown-v3"
