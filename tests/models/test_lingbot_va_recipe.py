@@ -17,6 +17,8 @@ from embodied_core.config.resolve import load_config
 from embodied_models.lingbot_va.precompute import precompute_latents
 from tests.support import DATASETS_DIR
 
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "examples" / "lingbot_va" / "train.sh"
 DATASET = DATASETS_DIR / "lerobot_written" / "v21"
