@@ -3,7 +3,7 @@
 The plain model draws them from the global RNG for the whole micro-batch, so a batch split over ranks gets other
 noise than the same batch in one process. Drawing per sample from its dataset index makes the loss of a global
 batch independent of how it is split: what the GPU parity check compares. (Benchmarks never import from tests/;
-the distributed tests keep their own model.)
+the distributed tests use this model through ``tests/dist/_det_model.py``.)
 """
 
 from __future__ import annotations
