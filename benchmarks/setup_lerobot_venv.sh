@@ -30,7 +30,8 @@ TORCH_VERSION="$("$VENV/bin/python" -c 'import torch; print(torch.__version__.sp
 # torchvision: lerobot.configs imports its transforms. PyPI's build for this torch links the CUDA torch libraries, so
 # with a CPU torch its compiled ops (_C) do not load; lerobot only needs the pure-Python transforms. Its module that
 # registers fake kernels for two compiled ops (nms, qnms) is made to skip them when the ops are absent, as it
-# already does for its other ops. On a CUDA host the ops load and nothing changes.
+# already does for its other ops (scripts/patch_torchvision.py, shared with scripts/setup.sh). On a CUDA host the ops
+# load and nothing changes.
 TORCHVISION_VERSION="${EMBODIED_LEROBOT_TORCHVISION:-0.28.0}"
 "${PIP[@]}" --no-deps "torchvision==$TORCHVISION_VERSION"
 # torchcodec: the release built against this torch (the one our own venv uses); lerobot's pin (< 0.12) predates it.
@@ -47,18 +48,7 @@ TORCHCODEC_VERSION="$("$ROOT/.venv/bin/python" -c 'import importlib.metadata as 
 # metaworld 3.0.0 is what its metaworld extra pins, with mujoco 3.3.0 (the frames depend on the mujoco version; the
 # golden fixtures/metaworld_lerobot was recorded with it).
 
-"$VENV/bin/python" - <<'PY'
-import importlib.util
-import pathlib
-import re
-
-path = pathlib.Path(importlib.util.find_spec("torchvision").origin).parent / "_meta_registrations.py"
-text = path.read_text()
-text = re.sub(r'^@torch\.library\.register_fake\("(torchvision::\w+)"\)$',
-              r'@(torch.library.register_fake("\1") if torchvision.extension._has_ops() else (lambda fn: fn))',
-              text, flags=re.MULTILINE)
-path.write_text(text)
-PY
+"$VENV/bin/python" "$ROOT/scripts/patch_torchvision.py" >/dev/null
 
 # Rewrite the Python-3.12-only declarations (idempotent: a second run finds nothing to change).
 "$VENV/bin/python" - <<'PY'

@@ -24,6 +24,12 @@ PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${PIP[@]}" -e "packages/embodied-core[lora]" -e packages/embodied-data -e packages/embodied-dist \
     -e packages/embodied-models -e examples/plugin-template
 "${PIP[@]}" -e packages/embodied-eval
+# torchvision (embodied-data[augment]: the image augmentation layer's transforms.v2) at the release built for torch
+# 2.13.0, without its dependencies so pip cannot swap our CPU torch. PyPI's wheel links the CUDA torch libraries, so
+# its compiled ops do not load next to a CPU torch; scripts/patch_torchvision.py makes its import skip their fake
+# kernels (only the pure-Python transforms are used).
+"${PIP[@]}" --no-deps "torchvision==0.28.0"
+.venv/bin/python scripts/patch_torchvision.py >/dev/null
 # Simulators for `embodied eval` (the extras embodied-eval[pusht] / [aloha]). gym-pusht goes in without its
 # opencv-python pin, whose cv2 would shadow the opencv-python-headless the dev tools install; it only calls
 # cv2.resize/drawMarker, which the headless build has. gym-aloha renders headless through Mesa's EGL.
