@@ -20,12 +20,38 @@ import attrs
 from embodied_core.config.model_config import BaseModelConfig
 from embodied_core.config.validators import positive
 
-__all__ = ["BACKBONE_VARIANTS", "MODEL_TYPES", "VAE_TEMPORAL_DOWNSAMPLE", "DreamZeroModelConfig"]
+__all__ = ["BACKBONE_VARIANTS", "MODEL_TYPES", "PARAM_ROUNDING_DTYPES", "VAE_TEMPORAL_DOWNSAMPLE",
+           "DreamZeroModelConfig", "supported_only"]
 
 BACKBONE_VARIANTS = ("wan22_5b", "wan21_14b", "tiny")
 MODEL_TYPES = ("ti2v", "i2v")
 VAE_TEMPORAL_DOWNSAMPLE = 4
 """The Wan VAEs turn 4 video frames into one latent frame (the first latent frame holds one frame)."""
+PARAM_ROUNDING_DTYPES = ("bf16", "fp16")
+
+
+def supported_only(value: object, why: str):
+    """Validator of a LoongForge setting this port implements at one value only: any other value is an error
+    naming the supported one and why (never silently replaced)."""
+
+    def check(instance: object, attribute: attrs.Attribute, got: object) -> None:
+        if got != value:
+            raise ValueError(f"{got!r} is not supported; only {value!r} ({why})")
+
+    return check
+
+
+def _rounding_dtype(instance: object, attribute: attrs.Attribute, value: str | None) -> None:
+    if value is not None and value not in PARAM_ROUNDING_DTYPES:
+        raise ValueError(f"{value!r} is not a rounding dtype; valid: {', '.join(PARAM_ROUNDING_DTYPES)} (or unset: "
+                         "no rounding)")
+
+
+def _no_structured_cache(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is not None:
+        raise ValueError("LoongForge's structured cache section is not read here; give the cache as data."
+                         "precomputed_cache_dir, data.cache_template, data.cache_features and data.cache_validation "
+                         "(see the dreamzero README, 'Reference fields')")
 
 
 @attrs.define(kw_only=True)
@@ -143,6 +169,21 @@ class DreamZeroModelConfig(BaseModelConfig):
     'loongforge' (a DreamZero checkpoint, ``action_head.model.*``) or 'embodied' (our own)."""
     gradient_checkpointing: bool = False
     """Recompute each DiT block in backward (the recipes use --activation-checkpointing instead)."""
+    fsdp_initial_param_rounding_dtype: str | None = attrs.field(default=None, validator=_rounding_dtype)
+    """Round every trainable parameter once through this dtype (bf16 or fp16) before the first step of a fresh run
+    (not on resume), as LoongForge does by default (its default: bf16); unset: no rounding."""
+
+    # ---------------------------------------------------------------- LoongForge settings with one supported value
+    num_dit_steps: int = attrs.field(default=1, validator=supported_only(
+        1, "sample_actions runs the DiT at every Euler step; LoongForge's 5-8 reuse earlier predictions on fixed "
+           "step masks, which is not implemented"))
+    """LoongForge's inference DiT-step skipping; only 1 (the DiT runs at every step)."""
+    vae_tiled: bool = attrs.field(default=False, validator=supported_only(
+        False, "the online VAE encodes whole frames; LoongForge's tiled encoding is not implemented"))
+    """LoongForge's tiled VAE encoding; only false."""
+    precomputed_cache: dict[str, Any] | None = attrs.field(default=None, validator=_no_structured_cache)
+    """Rejected: LoongForge's structured cache section; the cache is described by data.precomputed_cache_dir,
+    data.cache_template, data.cache_features and data.cache_validation."""
 
     @property
     def head_dim(self) -> int:

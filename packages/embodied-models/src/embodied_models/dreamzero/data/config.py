@@ -13,6 +13,7 @@ import attrs
 
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.validators import non_negative, positive
+from embodied_models.dreamzero.config import supported_only
 
 __all__ = ["CACHE_FEATURES", "CACHE_TEMPLATE_FIELDS", "CACHE_VALIDATION", "EMBODIMENT_TAGS", "DreamZeroDataConfig",
            "cache_template_problem"]
@@ -147,6 +148,23 @@ class DreamZeroDataConfig(BaseDataConfig):
     cache_require_full_coverage: bool = False
     """Refuse a cache whose manifest does not cover every sample of the dataset (needs ``cache_validation=manifest``;
     otherwise a sample without a file is a DataError when it is read)."""
+
+    # ---------------------------------------------------------------- LoongForge settings with one supported value
+    use_global_metadata: bool = attrs.field(default=False, validator=supported_only(
+        False, "statistics come from the dataset's meta/ or data.stats_path; LoongForge's packaged per-embodiment "
+               "metadata folders are not shipped"))
+    """LoongForge's packaged metadata (with ``metadata_version``); only false (use data.stats_path)."""
+    relative_action_per_horizon: bool = attrs.field(default=False, validator=supported_only(
+        False, "relative actions are normalized with one statistic per dimension; per-horizon-step relative "
+               "statistics are not implemented"))
+    """LoongForge's per-horizon-step relative statistics; only false."""
+    use_mixture_dataset: bool = attrs.field(default=False, validator=supported_only(
+        False, "samples are the flat (episode, step) index of one dataset; LoongForge's weighted mixture draws are "
+               "not implemented"))
+    """LoongForge's mixture dataset (random (trajectory, step) draws); only false."""
+    allow_padding_at_end: bool = attrs.field(default=False, validator=supported_only(
+        False, "every sample's anchor is a real step of its episode; windows past the end are not sampled"))
+    """LoongForge's sampling of anchors past the episode end; only false."""
 
     def validate(self) -> list[str]:
         """Cross-field rules (in addition to the base class')."""
