@@ -8,12 +8,11 @@ for fine-tuning on a robot the base model has not seen.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 
-__all__ = ["EMBODIMENT_SLOTS", "NEW_EMBODIMENT", "embodiment_slot", "unknown_tag_message"]
+from embodied_models.groot.embodiments import NEW_EMBODIMENT, slot_table, unknown_tag_text
 
-NEW_EMBODIMENT = "new_embodiment"
+__all__ = ["EMBODIMENT_SLOTS", "NEW_EMBODIMENT", "embodiment_slot", "unknown_tag_message"]
 
 _GROUPS: dict[int, tuple[str, ...]] = {
     0: ("simpler_env_google",),
@@ -28,16 +27,13 @@ _GROUPS: dict[int, tuple[str, ...]] = {
     27: ("xdof_relative_eef_relative_joint", "xdof_relative_eef_relative_joint_subtask"),
 }
 
-EMBODIMENT_SLOTS: Mapping[str, int] = {tag: slot for slot, tags in _GROUPS.items() for tag in tags}
+EMBODIMENT_SLOTS: Mapping[str, int] = slot_table(_GROUPS)
 """Embodiment tag -> projector slot of the pretrained GR00T N1.7 checkpoint."""
 
 
 def unknown_tag_message(tag: str) -> str:
     """The error text for a tag outside :data:`EMBODIMENT_SLOTS` (with the closest known tag)."""
-    close = difflib.get_close_matches(tag, list(EMBODIMENT_SLOTS), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return (f"data.embodiment_tag {tag!r} is not a GR00T N1.7 embodiment tag (known: {', '.join(EMBODIMENT_SLOTS)})"
-            f"{hint} Use {NEW_EMBODIMENT!r} for a new robot, or set data.embodiment_id to a slot")
+    return unknown_tag_text(tag, EMBODIMENT_SLOTS, model="GR00T N1.7")
 
 
 def embodiment_slot(tag: str, explicit: int | None = None) -> int:

@@ -17,13 +17,14 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextDecoderLay
 
 from embodied_core.model_api import ModelOutput
 from embodied_core.model_base import EmbodiedModel
-from embodied_models.groot_n1_7.action_head import ActionHeadInputs, GrootActionHead
+from embodied_models.groot.dit import GrootBlock
+from embodied_models.groot.draws import DrawStream, FlowDraws
+from embodied_models.groot.head import ActionHeadInputs
+from embodied_models.groot_n1_7.action_head import GrootActionHead
 from embodied_models.groot_n1_7.backbone import GrootBackbone
 from embodied_models.groot_n1_7.batch import GrootBatch
 from embodied_models.groot_n1_7.checks import size_problems
 from embodied_models.groot_n1_7.config import GrootDataConfig, GrootModelConfig
-from embodied_models.groot_n1_7.dit import GrootBlock
-from embodied_models.groot_n1_7.draws import DrawStream, FlowDraws
 
 __all__ = ["GrootN17Model", "build_model"]
 

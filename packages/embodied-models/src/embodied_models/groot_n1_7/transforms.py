@@ -29,11 +29,11 @@ import torch
 
 from embodied_core.errors import ConfigError, DataError
 from embodied_core.model_api import Transforms
+from embodied_models.groot.images import as_uint8_frames, groot_view
+from embodied_models.groot.normalize import GrootNormalizer
 from embodied_models.groot_n1_7.batch import GrootBatch
 from embodied_models.groot_n1_7.config import GrootDataConfig, GrootModelConfig
 from embodied_models.groot_n1_7.embodiments import embodiment_slot
-from embodied_models.groot_n1_7.images import as_uint8_frames, groot_view
-from embodied_models.groot_n1_7.normalize import GrootNormalizer
 from embodied_models.groot_n1_7.positions import mrope_positions
 from embodied_models.groot_n1_7.processor import VLProcessor, check_compatible, load_processor
 
