@@ -68,22 +68,30 @@ def _metrics(root: Path, tag: str) -> dict[int, dict]:
     return {row["step"]: row for row in map(json.loads, lines) if "loss" in row}
 
 
+@pytest.fixture(scope="module")
+def full_run(prepared) -> str:
+    """3 steps with a save every 2: step 2 by the interval, step 3 by the end of the run (its console output)."""
+    return _finish(_launch(prepared, "full", steps=3))
+
+
 @pytest.mark.timeout(600)
-def test_recipe_trains_and_resumes_exactly(prepared):
-    # 3 steps with a save every 2: step 2 by the interval, step 3 by the end of the run; the resume repeats step 3
-    out = _finish(_launch(prepared, "full", steps=3))
-    assert "TOPOLOGY nodes=1" in out and "FSDP2 (shard 2)" in out
-    assert out.count("STEP_TIMING step=") == 3
+def test_recipe_trains_with_fsdp_and_saves(prepared, full_run):
+    assert "TOPOLOGY nodes=1" in full_run and "FSDP2 (shard 2)" in full_run
+    assert full_run.count("STEP_TIMING step=") == 3
     log = next((prepared / "runs" / "logs").glob("full_*.log")).read_text()
     assert "STEP_TIMING step=3" in log
+    assert sorted(_metrics(prepared, "full")) == [1, 2, 3]
+    assert (prepared / "runs" / "full" / "checkpoints" / "step_3" / "transformer" / "config.json").is_file()
+
+
+@pytest.mark.timeout(600)
+def test_recipe_resumes_exactly(prepared, full_run):
     full = _metrics(prepared, "full")
     step2 = prepared / "runs" / "full" / "checkpoints" / "step_2"
-    assert (prepared / "runs" / "full" / "checkpoints" / "step_3" / "transformer" / "config.json").is_file()
     _finish(_launch(prepared, "resumed", steps=3, extra_env={"RESUME_FROM": str(step2)}))
     resumed = _metrics(prepared, "resumed")
-    assert sorted(resumed) == [3]
-    for step in (3,):
-        assert resumed[step]["loss"] == full[step]["loss"] and resumed[step]["lr"] == full[step]["lr"]
+    assert sorted(resumed) == [3]  # the resume repeats step 3 only
+    assert resumed[3]["loss"] == full[3]["loss"] and resumed[3]["lr"] == full[3]["lr"]
 
 
 @pytest.mark.timeout(600)
