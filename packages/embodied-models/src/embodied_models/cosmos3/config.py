@@ -16,7 +16,18 @@ import attrs
 from embodied_core.config.model_config import BaseModelConfig
 from embodied_core.config.validators import non_negative, positive
 
-__all__ = ["Cosmos3ModelConfig"]
+__all__ = ["Cosmos3ModelConfig", "supported_only"]
+
+
+def supported_only(value: object, why: str):
+    """Validator of a LoongForge setting this port implements at one value only: any other value is an error
+    naming the supported one and why (never silently replaced)."""
+
+    def check(instance: object, attribute: attrs.Attribute, got: object) -> None:
+        if got != value:
+            raise ValueError(f"{got!r} is not supported; only {value!r} ({why})")
+
+    return check
 
 
 @attrs.define(kw_only=True)
@@ -116,6 +127,32 @@ class Cosmos3ModelConfig(BaseModelConfig):
     """Train only the generation pathway (LoongForge's ``train_modules``: every ``*_moe_gen`` weight, the latent and
     action projections, the time embedding): the token table and every layer's understanding (text) projections,
     norms and MLP get requires_grad=False. Off: everything the loss reaches trains."""
+    # --- LoongForge settings: one supported value, or derived and checked ---
+    latent_downsample_factor: int = attrs.field(default=16, validator=positive)
+    """Pixels per latent pixel (LoongForge's field); must equal the VAE's spatial compression,
+    ``vae_patch_size * 2 ** (len(vae_dim_mult) - 1)`` (Wan2.2: 16)."""
+    qk_norm_for_diffusion: bool = attrs.field(default=True, validator=supported_only(
+        True, "the generation pathway always normalizes its queries and keys"))
+    """RMSNorm of queries and keys in the generation pathway; only true."""
+    vision_gen: bool = attrs.field(default=True, validator=supported_only(
+        True, "the action policy denoises the video latents with the actions"))
+    """LoongForge's vision-generation switch; only true."""
+    action_gen: bool = attrs.field(default=True, validator=supported_only(
+        True, "this port is the action policy; vision-only Cosmos3 training is not implemented"))
+    """LoongForge's action-generation switch; only true."""
+    sound_gen: bool = attrs.field(default=False, validator=supported_only(
+        False, "no sound heads; a diffusers checkpoint's sound weights are ignored"))
+    """LoongForge's sound-generation switch; only false."""
+    position_embedding_type: str = attrs.field(default="unified_3d_mrope", validator=supported_only(
+        "unified_3d_mrope", "LoongForge implements no other either"))
+    """Position encoding of the generated tokens; only unified_3d_mrope."""
+    joint_attn_implementation: str = attrs.field(default="two_way", validator=supported_only(
+        "two_way", "the understanding and generation pathways attend jointly in one attention; LoongForge's "
+                   "three_way attention is not implemented"))
+    """How the pathways attend to each other; only two_way."""
+    train_time_weight_method: str = attrs.field(default="uniform", validator=supported_only(
+        "uniform", "every time step's loss has weight 1; LoongForge's 'sigma' weighting is not implemented"))
+    """Loss weight per flow time; only uniform."""
     # --- inference ---
     num_inference_steps: int = attrs.field(default=30, validator=positive)
     """Euler steps of ``sample_actions`` (vision and action denoised jointly, condition frame kept)."""
@@ -145,6 +182,10 @@ class Cosmos3ModelConfig(BaseModelConfig):
                 elif len(values) != self.latent_channel:
                     problems.append(f"model.{name} has {len(values)} values; model.latent_channel is "
                                     f"{self.latent_channel}")
+        if self.latent_downsample_factor != self.vae_spatial_compression:
+            problems.append(f"model.latent_downsample_factor {self.latent_downsample_factor} is not the VAE's spatial "
+                            f"compression {self.vae_spatial_compression} (model.vae_patch_size {self.vae_patch_size} "
+                            f"* 2 ** (len(model.vae_dim_mult) - 1)); set it to {self.vae_spatial_compression}")
         if len(self.vae_temporal_downsample) != len(self.vae_dim_mult) - 1:
             problems.append(f"model.vae_temporal_downsample needs {len(self.vae_dim_mult) - 1} entries (one per "
                             f"downsampling stage of model.vae_dim_mult), got {len(self.vae_temporal_downsample)}")
