@@ -19,11 +19,20 @@ wait is ``queue_ms``). ``GET /healthz`` answers ``OK`` (no key needed).
 Closed-loop state: the policy is reset (new episode, noise generator reseeded) whenever a client connects to
 a server with no other open connection, so a client alone sees exactly what a freshly loaded policy returns.
 Concurrent clients share the policy's noise generator and closed-loop state.
+
+Hostile clients: a request is at most ``max_message_bytes`` (larger: closed with 1009) and unfolds into at most
+what :class:`~embodied_eval.wire.WireLimits` allows; at most ``max_connections`` connections are open (more: HTTP
+503); a connection that sends no request for ``idle_timeout_s`` or does not take its answer within that time is
+closed (1001); a TCP connection that does not finish the websocket handshake within ``handshake_timeout_s`` is
+dropped. At most two frames are buffered per connection, so what requests hold in memory is bounded by
+``max_connections x 2 x max_message_bytes``. The API key is compared in constant time (both sides hashed first,
+so not even its length shows) and never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import http
 import logging
@@ -48,6 +57,21 @@ __all__ = ["PolicyServer", "describe_expected"]
 
 logger = logging.getLogger(__name__)
 
+MAX_ERROR_CHARS = 2000
+"""Longest error text sent back (and logged) for one bad request: a hostile request cannot make a large answer."""
+_FRAMES_BUFFERED = 2
+"""Frames websockets reads ahead per connection (a request/answer protocol needs one in flight)."""
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).digest()
+
+
+def _truncated(text: str) -> str:
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return f"{text[:MAX_ERROR_CHARS]}... ({len(text) - MAX_ERROR_CHARS} more characters)"
+
 
 def describe_expected(metadata: Any) -> str:
     """What a request must hold, e.g. ``observation.images.front uint8 (96, 96, 3), observation.state [2], task``."""
@@ -70,19 +94,35 @@ class PolicyServer:
         api_key: when set, a connection must send ``Authorization: Api-Key <api_key>`` (else HTTP 401).
         key_map: renames client keys to the policy's LeRobot keys.
         max_message_bytes: largest request accepted (larger ones close the connection with 1009).
+        max_connections: open websocket connections at most; one more is refused with HTTP 503.
+        idle_timeout_s: a connection without a request for this long, or whose client does not take an answer
+            within this time, is closed (code 1001); None never closes idle connections.
+        handshake_timeout_s: a TCP connection must complete the websocket handshake within this time.
     """
 
     def __init__(self, policy: Any, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
-                 key_map: KeyMap | None = None, max_message_bytes: int = 64 * 2**20) -> None:
+                 key_map: KeyMap | None = None, max_message_bytes: int = 64 * 2**20, max_connections: int = 64,
+                 idle_timeout_s: float | None = 600.0, handshake_timeout_s: float = 10.0) -> None:
+        for name, value in (("max_message_bytes", max_message_bytes), ("max_connections", max_connections),
+                            ("handshake_timeout_s", handshake_timeout_s),
+                            ("idle_timeout_s", 1 if idle_timeout_s is None else idle_timeout_s)):
+            if value <= 0:
+                raise UsageError(f"PolicyServer {name} must be > 0 (got {value})")
+        if api_key is not None and not api_key.strip():
+            raise UsageError("--api-key is empty; give a key or leave the flag out")
         self.policy = policy
         self.host = host
         self.port = port
         self.key_map = key_map or KeyMap()
         self.key_map.check_targets([*policy.metadata.camera_keys, policy.metadata.state_key, "task"])
-        self._api_key = api_key
+        self._key_digest = None if api_key is None else _digest(f"Api-Key {api_key}")
         self._max_message_bytes = max_message_bytes
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self._handshake_timeout_s = handshake_timeout_s
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodied-inference")
         self._connections: set[ServerConnection] = set()
+        self._admitted: set[ServerConnection] = set()  # past process_request: counted against max_connections
         self.metadata: dict[str, Any] = {**policy.metadata.to_dict(), "obs_key_map": dict(self.key_map.pairs)}
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -103,7 +143,9 @@ class PolicyServer:
         """Serves until ``stop`` resolves; returns its result. Closing waits for a running inference."""
         try:
             async with serve(self._handle, self.host, self.port, compression=None,
-                             max_size=self._max_message_bytes, process_request=self._process_request) as server:
+                             max_size=self._max_message_bytes, max_queue=_FRAMES_BUFFERED,
+                             open_timeout=self._handshake_timeout_s,
+                             process_request=self._process_request) as server:
                 self.port = next(iter(server.sockets)).getsockname()[1]
                 if on_ready is not None:
                     on_ready(self)
@@ -114,7 +156,7 @@ class PolicyServer:
     @property
     def requires_api_key(self) -> bool:
         """Whether connections must send the ``Authorization: Api-Key`` header."""
-        return self._api_key is not None
+        return self._key_digest is not None
 
     @property
     def url(self) -> str:
@@ -125,12 +167,22 @@ class PolicyServer:
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path == "/healthz":
             return connection.respond(http.HTTPStatus.OK, "OK\n")
-        if self._api_key is not None:
-            sent = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Api-Key {self._api_key}".encode()):
+        if self._key_digest is not None:
+            # sha256 of both sides: compare_digest then runs over equal lengths, whatever the client sent
+            sent = _digest(request.headers.get("Authorization", ""))
+            if not hmac.compare_digest(sent, self._key_digest):
                 logger.warning("refused %s: missing or wrong API key", connection.remote_address)
                 return connection.respond(http.HTTPStatus.UNAUTHORIZED,
                                           "this server needs the header 'Authorization: Api-Key <key>'\n")
+        # connections whose handshake failed after this point are closed by websockets: they stop counting
+        self._admitted = {c for c in self._admitted if c.state is not State.CLOSED}
+        if len(self._admitted) >= self.max_connections:
+            logger.warning("refused %s: %d connections open (--max-connections %d)", connection.remote_address,
+                           len(self._admitted), self.max_connections)
+            return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE,
+                                      f"server full: {len(self._admitted)} connections open "
+                                      f"(--max-connections {self.max_connections}); retry later\n")
+        self._admitted.add(connection)
         return None
 
     # ------------------------------------------------------------------------------------------ requests
@@ -145,25 +197,45 @@ class PolicyServer:
             if alone:
                 await loop.run_in_executor(self._executor, self.policy.reset)
             logger.info("connection from %s opened", peer)
-            await websocket.send(pack(self.metadata))
+            if not await self._send(websocket, pack(self.metadata)):
+                return
             previous_total_s: float | None = None
-            async for message in websocket:
+            while True:
+                try:
+                    message = await asyncio.wait_for(websocket.recv(), self.idle_timeout_s)
+                except TimeoutError:
+                    logger.info("closing %s: no request for %g s (--idle-timeout)", peer, self.idle_timeout_s)
+                    await websocket.close(CloseCode.GOING_AWAY, f"idle for {self.idle_timeout_s:g} s")
+                    return
                 started = time.monotonic()
                 reply = await self._answer(message, loop, previous_total_s)
-                await websocket.send(reply)
+                if not await self._send(websocket, reply):
+                    return
                 previous_total_s = time.monotonic() - started
         except ConnectionClosed:
             pass  # the client left, possibly mid-request: its answer is dropped, nothing else changes
         except Exception:
             logger.exception("request from %s failed; closing that connection", peer)
             try:
-                await websocket.send(traceback.format_exc())
+                await self._send(websocket, _truncated(traceback.format_exc()))
                 await websocket.close(CloseCode.INTERNAL_ERROR, "internal server error; traceback in previous frame")
             except ConnectionClosed:
                 pass
         finally:
             self._connections.discard(websocket)
+            self._admitted.discard(websocket)
             logger.info("connection from %s closed", peer)
+
+    async def _send(self, websocket: ServerConnection, reply: bytes | str) -> bool:
+        """Sends ``reply``; False (connection closed) when the client does not take it within the idle timeout."""
+        try:
+            await asyncio.wait_for(websocket.send(reply), self.idle_timeout_s)
+        except TimeoutError:
+            logger.info("closing %s: it took no answer for %g s (--idle-timeout)", websocket.remote_address,
+                        self.idle_timeout_s)
+            websocket.transport.abort()  # a close frame would queue behind the answer it does not read
+            return False
+        return True
 
     async def _answer(self, message: bytes | str, loop: asyncio.AbstractEventLoop,
                       previous_total_s: float | None) -> bytes | str:
@@ -203,6 +275,6 @@ class PolicyServer:
         mapped = [f"{source!r} -> {target!r}" for source, target in self.key_map.pairs.items() if repr(target) in text]
         if mapped:
             text += f" (client keys mapped by --obs-key-map: {', '.join(mapped)})"
-        text += f"\nexpected: {describe_expected(self.policy.metadata)}"
+        text = _truncated(text) + f"\nexpected: {describe_expected(self.policy.metadata)}"
         logger.info("%s", text.replace("\n", "; "))
         return text

@@ -6,17 +6,22 @@ keys are msgpack *binary* strings, everything else is ordinary msgpack. This is 
 ``msgpack_numpy`` reads and writes, so either side can talk to the other.
 
 Decoding is defensive because a server reads bytes from the network: object, void and complex dtypes are
-refused (openpi's packer refuses to send them too), and the byte count must match dtype and shape.
+refused (openpi's packer refuses to send them too), the byte count must match dtype and shape (computed exactly,
+so a declared 2**64-element array cannot wrap around to a small size), and :class:`WireLimits` bounds what one
+message may unfold into (nesting depth, entries per map or list, string and extension sizes) before any of it
+is built, so a small message cannot become a large or deep object.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import attrs
 import msgpack
 import numpy as np
 
-__all__ = ["WireError", "pack", "unpack"]
+__all__ = ["WireError", "WireLimits", "pack", "unpack"]
 
 _ARRAY_TAG = b"__ndarray__"
 _SCALAR_TAG = b"__npgeneric__"
@@ -25,6 +30,26 @@ _REFUSED_KINDS = ("O", "V", "c")  # object (pointers), void/structured, complex:
 
 class WireError(ValueError):
     """Bytes that are not a valid openpi message (bad msgpack, an array whose bytes do not fit its shape)."""
+
+
+@attrs.frozen
+class WireLimits:
+    """What one decoded message may hold; the defaults are far above any robot observation or policy answer.
+
+    Attributes:
+        max_depth: nesting of maps and lists (openpi's ALOHA observations nest 2 deep; a tagged array adds 1).
+        max_entries: entries of one map, items of one list (msgpack refuses a longer header before allocating).
+        max_str_bytes: bytes of one text string (task instructions, key names).
+        max_dims: dimensions of one array (numpy's own limit is 64).
+    """
+
+    max_depth: int = 16
+    max_entries: int = 4096
+    max_str_bytes: int = 1 << 20
+    max_dims: int = 32
+
+
+DEFAULT_LIMITS = WireLimits()
 
 
 def _encode(obj: Any) -> Any:
@@ -59,9 +84,13 @@ def _decode(obj: dict[Any, Any]) -> Any:
         data, shape = obj.get(b"data"), obj.get(b"shape")
         if not isinstance(data, bytes) or not isinstance(shape, (list, tuple)):
             raise WireError("an __ndarray__ map needs binary 'data' and a list 'shape'")
-        if not all(isinstance(side, int) and side >= 0 for side in shape):
-            raise WireError(f"array shape must be non-negative integers, got {list(shape)}")
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if not all(isinstance(side, int) and not isinstance(side, bool) and side >= 0 for side in shape):
+            raise WireError(f"array shape must be non-negative integers, got {list(shape)[:8]}")
+        if len(shape) > DEFAULT_LIMITS.max_dims:
+            raise WireError(f"array has {len(shape)} dimensions; at most {DEFAULT_LIMITS.max_dims} are accepted")
+        if dtype.itemsize == 0:
+            raise WireError(f"array dtype {dtype.str} has no size (give strings a length, e.g. <U8)")
+        expected = math.prod(shape) * dtype.itemsize  # Python ints: exact for any declared shape
         if len(data) != expected:
             raise WireError(f"array of dtype {dtype.str} and shape {list(shape)} needs {expected} bytes, "
                             f"got {len(data)}")
@@ -80,12 +109,36 @@ def pack(obj: Any) -> bytes:
     return msgpack.packb(obj, default=_encode, use_bin_type=True)
 
 
-def unpack(data: bytes) -> Any:
-    """Decodes an openpi message; arrays come back read-only, backed by the message bytes."""
+def _check_depth(obj: Any, max_depth: int) -> None:
+    """WireError when maps/lists nest deeper than ``max_depth`` (iterative: no recursion limit to hit)."""
+    stack = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > max_depth:
+            raise WireError(f"message nests maps/lists {depth}+ levels deep; at most {max_depth} are accepted")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def unpack(data: bytes, *, limits: WireLimits = DEFAULT_LIMITS) -> Any:
+    """Decodes an openpi message; arrays come back read-only, backed by the message bytes.
+
+    Raises:
+        WireError: not msgpack, a refused or inconsistent array, or beyond ``limits``.
+    """
     try:
-        return msgpack.unpackb(data, object_hook=_decode, raw=False)
+        decoded = msgpack.unpackb(data, object_hook=_decode, raw=False, max_str_len=limits.max_str_bytes,
+                                  max_array_len=limits.max_entries, max_map_len=limits.max_entries,
+                                  max_bin_len=len(data), max_ext_len=0)
     except WireError:
         raise
     except (msgpack.exceptions.ExtraData, msgpack.exceptions.FormatError, msgpack.exceptions.StackError,
             ValueError, TypeError) as exc:
-        raise WireError(f"not a valid msgpack message: {type(exc).__name__}: {exc}") from exc
+        raise WireError(f"not a valid msgpack message: {type(exc).__name__}: {str(exc)[:200]}") from exc
+    _check_depth(decoded, limits.max_depth)
+    return decoded
