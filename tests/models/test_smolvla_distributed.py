@@ -107,15 +107,22 @@ def _launch(out: Path, *, batch: int, strategy: str, extra: tuple[str, ...] = ()
     return _metrics(out)
 
 
+@pytest.fixture(scope="module")
+def single(tmp_path_factory) -> list[dict]:
+    rows = _single(tmp_path_factory.mktemp("smolvla_single") / "single", batch=4)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert rows[0]["loss"] != pytest.approx(rows[-1]["loss"], rel=1e-3)  # the updates change the loss
+    return rows
+
+
+# no unused-parameter search under DDP: every parameter that requires a gradient gets one on every rank
+STRATEGY_FLAGS = {"ddp": ("--no-ddp-find-unused-parameters",), "fsdp": ()}
+
+
 @pytest.mark.timeout(600)
-def test_two_processes_equal_one_process(tmp_path):
-    single = _single(tmp_path / "single", batch=4)
-    # no unused-parameter search: every parameter that requires a gradient gets one on every rank
-    ddp = _launch(tmp_path / "ddp", batch=2, strategy="ddp", extra=("--no-ddp-find-unused-parameters",))
-    fsdp = _launch(tmp_path / "fsdp", batch=2, strategy="fsdp")
-    assert [r["step"] for r in single] == [1, 2, 3]
-    assert single[0]["loss"] != pytest.approx(single[-1]["loss"], rel=1e-3)  # the updates change the loss
-    for name, rows in (("ddp", ddp), ("fsdp", fsdp)):
-        for ref, row in zip(single, rows, strict=True):
-            assert row["loss"] == pytest.approx(ref["loss"], rel=1e-5), (name, row["step"])
-            assert row["grad_norm"] == pytest.approx(ref["grad_norm"], rel=1e-4), (name, row["step"])
+@pytest.mark.parametrize("strategy", list(STRATEGY_FLAGS))
+def test_two_processes_equal_one_process(single, strategy, tmp_path):
+    rows = _launch(tmp_path / strategy, batch=2, strategy=strategy, extra=STRATEGY_FLAGS[strategy])
+    for ref, row in zip(single, rows, strict=True):
+        assert row["loss"] == pytest.approx(ref["loss"], rel=1e-5), (strategy, row["step"])
+        assert row["grad_norm"] == pytest.approx(ref["grad_norm"], rel=1e-4), (strategy, row["step"])
