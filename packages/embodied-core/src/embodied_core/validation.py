@@ -9,7 +9,8 @@ imported which spec:
 - the trainer's own flags (:mod:`embodied_core.trainer.checks`), the LoRA flags
   (:mod:`embodied_core.lora.options`) and the launch and distributed flags
   (:mod:`embodied_core.distributed.validation`);
-- each section's ``validate()`` (the model's and the data config's own rules).
+- each section's ``validate()`` (the model's and the data config's own rules), and ``data.image_augmentation``
+  (:mod:`embodied_core.data.image_augmentation`: ops, presets, ranges, cameras).
 
 Every problem is reported together in one :class:`~embodied_core.errors.ConfigError`.
 """
@@ -20,6 +21,7 @@ from collections.abc import Iterable
 
 from embodied_core.config.run_config import RunConfig
 from embodied_core.config.validate import config_problems, world_size_from_env
+from embodied_core.data.image_augmentation import run_problems as image_augmentation_problems
 from embodied_core.distributed.validation import distributed_problems
 from embodied_core.errors import ConfigError, NotSupportedYetError
 from embodied_core.lora.options import lora_problems
@@ -37,6 +39,7 @@ def run_config_problems(config: RunConfig, *, world_size: int, plugins: Iterable
     problems.extend(lora_problems(config.training))
     problems.extend(config.model.validate())
     problems.extend(config.data.validate())
+    problems.extend(image_augmentation_problems(config))
     return problems, unsupported
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import attrs
 
+from embodied_core.config.image_augmentation import ImageAugmentationConfig
+
 __all__ = ["INFERRED_FIELDS", "REQUIRED_DATA_FIELDS", "BaseDataConfig", "BaseModelConfig"]
 
 INFERRED_FIELDS = ("camera_keys", "state_dim", "action_dim", "state_names", "action_names")
@@ -59,6 +61,9 @@ class BaseDataConfig:
     """Number of state frames per sample, ending at the current frame."""
     image_history: int = 1
     """Number of camera frames per sample, ending at the current frame."""
+    image_augmentation: ImageAugmentationConfig = attrs.field(factory=ImageAugmentationConfig)
+    """Training-only augmentation of the camera frames, between decoding and the model's transforms (a preset
+    and/or ops; see embodied_core.config.image_augmentation). Off unless preset or ops is set."""
 
     def validate(self) -> list[str]:
         """Rules spanning several fields; returns one message per problem (empty when valid)."""

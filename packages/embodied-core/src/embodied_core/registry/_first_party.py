@@ -20,6 +20,8 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
         groups.VIDEO_BACKENDS: ("decord", "opencv", "pyav", "torchcodec", "torchvision_av"),
         groups.SAMPLERS: ("distributed", "global_batch_shard", "sharded"),
         groups.COMMANDS: ("data",),
+        groups.IMAGE_AUGMENTATIONS: ("color_jitter", "cosmos3", "dreamzero", "groot", "lerobot", "openpi",
+                                     "random_affine", "random_crop", "random_rotation", "resize", "sharpness_jitter"),
     },
     "embodied-models": {
         groups.MODELS: (

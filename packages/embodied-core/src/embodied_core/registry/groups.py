@@ -17,6 +17,9 @@ COMMANDS = "embodied.commands"
 """Sub-commands of the ``embodied`` CLI contributed by packages (``embodied data``, ``embodied checkpoint``)."""
 ENVS = "embodied.envs"
 """Evaluation environments of ``embodied eval --env`` (``synth_reach``, ``pusht``, ...)."""
+IMAGE_AUGMENTATIONS = "embodied.image_augmentations"
+"""Image augmentation ops (``color_jitter``, ``random_crop``, ...) and presets (``lerobot``, ``openpi``, ...) of
+``data.image_augmentation``."""
 
 ALL_GROUPS: tuple[str, ...] = (
     MODELS,
@@ -32,4 +35,5 @@ ALL_GROUPS: tuple[str, ...] = (
     HOOKS,
     COMMANDS,
     ENVS,
+    IMAGE_AUGMENTATIONS,
 )

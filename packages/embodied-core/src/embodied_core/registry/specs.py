@@ -16,7 +16,8 @@ from embodied_core.api_version import parse_requires_api
 from embodied_core.protocols import DatasetFeature
 from embodied_core.registry._paths import ObjectPath, import_object
 
-__all__ = ["DatasetDefaults", "DatasetFormatSpec", "ModelSpec", "PluginSpec", "import_object"]
+__all__ = ["DatasetDefaults", "DatasetFormatSpec", "ImageAugmentationPresetSpec", "ImageOpSpec", "ModelSpec",
+           "PluginSpec", "import_object"]
 
 
 def _object_path(instance: Any, attribute: attrs.Attribute, value: str | None) -> None:
@@ -215,3 +216,37 @@ class DatasetFormatSpec(PluginSpec):
         if self.infer is None:
             raise ValueError(f"dataset format {self.name} declares no infer function")
         return import_object(self.infer)(args, data_config)
+
+
+@attrs.frozen(kw_only=True)
+class ImageOpSpec(PluginSpec):
+    """Spec of an image augmentation op (group ``embodied.image_augmentations``).
+
+    Attributes:
+        params: an attrs class (``kw_only``, a docstring under every field) of the op's parameters: an op entry of
+            ``data.image_augmentation.ops`` (``{op: NAME, ...}``) is structured into it by the strict config
+            converter, so unknown keys, wrong types and failed validators (a range out of bounds) are config errors
+            naming the entry.
+        factory: ``"module:attr"`` of ``build(params) -> op``, an object with ``draw(frames, *, input_size) ->
+            dict`` (the op's random parameters, drawn from torch's global RNG, which the pipeline seeds per sample;
+            plain JSON values, recorded by ``--record-augmentation-draws``) and ``apply(frames, params) -> frames``
+            (:class:`embodied_core.data.image_augmentation.ImageOp`). ``frames`` are ``[..., C, H, W]``.
+    """
+
+    params: type = attrs.field(validator=_options_class)
+
+
+@attrs.frozen(kw_only=True)
+class ImageAugmentationPresetSpec(PluginSpec):
+    """Spec of a named image augmentation (group ``embodied.image_augmentations``): ``data.image_augmentation.preset``.
+
+    Attributes:
+        factory: ``"module:attr"`` of a function taking no arguments that returns the preset's settings: a mapping
+            with ``ops`` (a list of op entries, as in ``data.image_augmentation.ops``) and any of the pipeline
+            settings of :class:`embodied_core.config.image_augmentation.ImageAugmentationConfig`
+            (``max_num_ops``, ``random_order``, ``camera_draws``, ``compute_dtype``, ``quantize``,
+            ``deterministic_seed``). Its module must not import torch.
+        reference: what the preset reproduces (shown by ``embodied plugins``).
+    """
+
+    reference: str = ""

@@ -1,0 +1,147 @@
+"""The augmentation a training loader applies to each sample's camera frames (``data.image_augmentation``).
+
+One sample's draws come from torch's global RNG reseeded for that sample (inside ``fork_rng``, so nothing outside
+sees it): from ``augmentation_seed(--seed, epoch, index)``, the same on any number of workers and ranks and again
+after a resume, or from the sample index alone (``deterministic_seed: sample_index`` under --deterministic-mode,
+LoongForge's ``torch.manual_seed(index)``). The global RNG is what torchvision's transforms draw from, so an op
+that wraps one draws exactly what the reference draws under ``torch.manual_seed`` of the same number, in the same
+order: for each camera, the subset of ops (``torch.multinomial`` over the weights, as lerobot's
+``RandomSubsetApply``), then per op its probability (only when ``p < 1``) and its own parameters, each drawn on
+the frames as the previous op left them. Every frame of a camera's ``[T, C, H, W]`` window gets the camera's
+draw; with ``camera_draws: shared`` the first augmented camera's draws are replayed on the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import torch
+
+from embodied_core.data.image_augmentation.resolve import IMAGE_PREFIX, OpEntry, ResolvedAugmentation, camera_name
+from embodied_core.data.loader import sample_seed
+from embodied_core.errors import DataError
+
+__all__ = ["AppliedOp", "ImageAugmentation", "ImageOp", "augmentation_seed"]
+
+_SALT = 0x5A17C0DED00DF00D
+"""Mixed into the sample seed so augmentation draws are a stream of their own, not the first numbers the model's
+sample transform draws from the same per-sample seed."""
+
+
+def augmentation_seed(seed: int, epoch: int, index: int) -> int:
+    """The seed of one sample's augmentation draws in one epoch (stable across processes and worker counts)."""
+    return (sample_seed(seed, epoch, index) ^ _SALT) % (2**63 - 1)
+
+
+class ImageOp(Protocol):
+    """What an op plugin's factory builds (``ImageOpSpec.factory``)."""
+
+    def draw(self, frames: torch.Tensor, *, input_size: tuple[int, int]) -> dict[str, Any]:
+        """The op's random parameters for ``frames`` ``[..., C, H, W]``, drawn from torch's global RNG; plain JSON
+        values. ``input_size`` is ``(H, W)`` of the camera's frames before the first op."""
+
+    def apply(self, frames: torch.Tensor, params: Mapping[str, Any]) -> torch.Tensor:
+        """``frames`` transformed with ``params`` (same dtype)."""
+
+
+AppliedOp = dict[str, Any]
+"""One applied op as recorded: ``{"op": name, "params": {...}}``."""
+
+
+class ImageAugmentation:
+    """``augmentation(sample, epoch=, index=) -> sample`` with its cameras augmented. Picklable.
+
+    Args:
+        settings: the resolved ``data.image_augmentation`` (:func:`~.resolve.resolve_augmentation`).
+        ops: the built op of each entry of ``settings.ops``.
+        seed: the run's ``--seed`` (not offset by rank: a sample's draw does not depend on which rank reads it).
+        seed_by_index: seed each sample with its index alone (``deterministic_seed: sample_index`` under
+            --deterministic-mode).
+    """
+
+    def __init__(self, settings: ResolvedAugmentation, ops: Sequence[ImageOp], *, seed: int,
+                 seed_by_index: bool = False) -> None:
+        if len(ops) != len(settings.ops):
+            raise ValueError(f"{len(settings.ops)} op entries but {len(ops)} built ops")
+        pairs = [(entry, op) for entry, op in zip(settings.ops, ops, strict=True) if entry.weight > 0]
+        self.entries: tuple[OpEntry, ...] = tuple(entry for entry, _ in pairs)  # weight 0: never drawn (lerobot)
+        self.ops: tuple[ImageOp, ...] = tuple(op for _, op in pairs)
+        self.settings = settings
+        self.seed = seed
+        self.seed_by_index = seed_by_index
+        total = sum(entry.weight for entry in self.entries)
+        self._probabilities = [entry.weight / total for entry in self.entries]
+        self._subset = settings.max_num_ops is not None or settings.random_order
+        self._num_ops = min(len(self.entries), settings.max_num_ops or len(self.entries))
+
+    def sample_key(self, *, epoch: int, index: int) -> int:
+        """The seed of sample ``index``'s draws in ``epoch``."""
+        return index if self.seed_by_index else augmentation_seed(self.seed, epoch, index)
+
+    def cameras(self, sample: Mapping[str, Any]) -> list[str]:
+        """The camera keys of ``sample`` this augmentation changes, in the sample's order."""
+        excluded = set(self.settings.exclude_cameras)
+        return [key for key in sample if key.startswith(IMAGE_PREFIX) and key not in excluded
+                and camera_name(key) not in excluded]
+
+    def __call__(self, sample: dict[str, Any], *, epoch: int, index: int) -> dict[str, Any]:
+        return self.augment(sample, epoch=epoch, index=index)[0]
+
+    def augment(self, sample: dict[str, Any], *, epoch: int, index: int) -> tuple[dict[str, Any],
+                                                                                 dict[str, list[AppliedOp]]]:
+        """``(sample with its cameras augmented, {camera key: ops applied with their params})``."""
+        out = dict(sample)
+        record: dict[str, list[AppliedOp]] = {}
+        shared: list[tuple[int, dict[str, Any]]] | None = None
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.sample_key(epoch=epoch, index=index))
+            for key in self.cameras(sample):
+                frames = self._frames(sample[key], key, index)
+                plan = shared if self.settings.camera_draws == "shared" else None
+                result, plan = self._run(frames, key, plan)
+                if self.settings.camera_draws == "shared" and shared is None:
+                    shared = plan
+                out[key] = result
+                record[key] = [{"op": self.entries[i].name, "params": params} for i, params in plan
+                               if not self.entries[i].skips(key)]
+        return out, record
+
+    def _frames(self, value: Any, key: str, index: int) -> torch.Tensor:
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.uint8 or value.ndim not in (3, 4):
+            kind = f"{value.dtype} {list(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+            raise DataError(f"image augmentation: sample {index} {key!r} is {kind}; expected uint8 frames [C, H, W] "
+                            "or [T, C, H, W] (as decoded)")
+        return value
+
+    def _order(self) -> list[int]:
+        if not self._subset:
+            return list(range(len(self.entries)))
+        chosen = torch.multinomial(torch.tensor(self._probabilities), self._num_ops)
+        if not self.settings.random_order:
+            chosen = chosen.sort().values
+        return [int(i) for i in chosen]
+
+    def _run(self, frames: torch.Tensor, key: str,
+             plan: list[tuple[int, dict[str, Any]]] | None) -> tuple[torch.Tensor, list[tuple[int, dict[str, Any]]]]:
+        """Draws (unless ``plan`` replays a shared draw) and applies the ops to one camera's frames."""
+        x = frames if self.settings.compute_dtype == "uint8" else frames.to(torch.float32) / 255.0
+        input_size = (int(x.shape[-2]), int(x.shape[-1]))
+        drawn: list[tuple[int, dict[str, Any]]] = []
+        steps = plan if plan is not None else [(i, None) for i in self._order()]
+        for i, params in steps:
+            entry, op = self.entries[i], self.ops[i]
+            if params is None:
+                if entry.skips(key) and self.settings.camera_draws != "shared":
+                    continue  # a skipped op draws nothing for this camera (openpi: wrist cameras)
+                applies = entry.p >= 1.0 or bool(torch.rand(()) < entry.p)
+                params = op.draw(x, input_size=input_size) if applies else None
+                drawn.append((i, params))
+            if params is not None and not entry.skips(key):
+                x = op.apply(x, params)
+        if plan is not None:
+            drawn = list(plan)
+        if x.dtype != torch.uint8:
+            x = x.mul(255.0)
+            x = (x.round() if self.settings.quantize == "round" else x).clamp(0.0, 255.0).to(torch.uint8)
+        return x, [(i, params) for i, params in drawn if params is not None]
