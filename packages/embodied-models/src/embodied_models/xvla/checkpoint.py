@@ -15,12 +15,15 @@ Declared, never silent: ``final_logits_bias``, the language-model head and any t
 on purpose (X-VLA deletes the decoder); BART's shared table and the encoder's ``embed_tokens`` are one tensor, so
 a checkpoint holding only one of them (safetensors deduplicates tied tensors) fills both and says so in
 ``report.tied``. Every other key either matches a rule or is unexpected; every model key not filled is missing;
-shapes are checked. Any of the three is a CheckpointError unless allowed by a pattern.
+shapes are checked. Any of the three is a CheckpointError unless allowed by a pattern. A reference ``config.json``
+beside the weights (lerobot's ``XVLAConfig``) is read field by field first (:mod:`embodied_models.xvla.reference`):
+a value this port does not implement, or a field the model config sets differently, is a ConfigError.
 """
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 
 import torch
 from torch import nn
@@ -28,6 +31,8 @@ from torch import nn
 from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
 from embodied_core.errors import CheckpointError
 from embodied_models.vla.checkpoint import Globs, Source, load_mapped
+from embodied_models.xvla.config import XvlaModelConfig
+from embodied_models.xvla.reference import check_checkpoint_config
 
 __all__ = ["KEY_MAP", "LoadReport", "load_xvla_checkpoint", "map_key", "tied_groups"]
 
@@ -93,6 +98,8 @@ def load_xvla_checkpoint(model: nn.Module, source: Source, *, allow_missing: Glo
     ``source``, the allow patterns, the report and the errors are those of
     :func:`~embodied_models.vla.checkpoint.load_mapped`, plus one error per tied tensor the checkpoint holds under
     none of its names."""
+    if not isinstance(source, Mapping) and isinstance(getattr(model, "config", None), XvlaModelConfig):
+        check_checkpoint_config(model.config, source)  # a reference config.json beside the weights must agree
     groups = tied_groups(model)
     user_missing = tuple(allow_missing)
     # an alias of a tied tensor may be absent from the file; it is checked per group below

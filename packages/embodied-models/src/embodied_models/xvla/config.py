@@ -81,7 +81,15 @@ class XvlaModelConfig(BaseModelConfig):
     text_max_position_embeddings: int = attrs.field(default=1024, validator=positive)
     """BART learned positions; image tokens of view 0 + text tokens must fit."""
     text_dropout: float = attrs.field(default=0.1, validator=probability)
-    """BART dropout (also its attention and activation dropout), training only."""
+    """BART dropout on the embeddings and after each sub-layer (BART ``dropout``), training only."""
+    text_attention_dropout: float | None = attrs.field(default=None, validator=attrs.validators.optional(probability))
+    """BART dropout on the attention probabilities (``attention_dropout``), training only; unset: text_dropout."""
+    text_activation_dropout: float | None = attrs.field(default=None,
+                                                        validator=attrs.validators.optional(probability))
+    """BART dropout after the FFN activation (``activation_dropout``), training only; unset: text_dropout."""
+    text_scale_embedding: bool = False
+    """Multiply the instruction's token embeddings (not the image tokens) by sqrt(text_width), BART's
+    ``scale_embedding`` (Florence-2 and X-VLA-0.9B: false)."""
     # --- soft-prompted transformer ---
     hidden_size: int = attrs.field(default=1024, validator=positive)
     """Width of the soft-prompted transformer."""

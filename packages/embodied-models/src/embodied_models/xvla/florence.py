@@ -21,8 +21,16 @@ from embodied_models.xvla.config import XvlaModelConfig
 __all__ = ["FlorenceEncoder", "florence_config"]
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 def florence_config(config: XvlaModelConfig) -> Florence2Config:
-    """The native transformers Florence-2 config of ``model:`` (BART ids 0 BOS, 1 pad, 2 EOS; SDPA attention)."""
+    """The native transformers Florence-2 config of ``model:`` (BART ids 0 BOS, 1 pad, 2 EOS; SDPA attention).
+
+    Every field of the reference's Florence-2 config is either a ``model.*`` field here or fixed to the one value
+    this port implements (DaViT ``in_channels`` 3, ``qkv_bias``, exact GELU in both towers, no BART layer drop);
+    :mod:`embodied_models.xvla.reference` maps a reference config onto ``model.*`` and refuses the rest."""
     vision = dict(
         embed_dim=list(config.vision_embed_dim), depths=list(config.vision_depths),
         num_heads=list(config.vision_num_heads), num_groups=list(config.vision_num_groups),
@@ -31,7 +39,8 @@ def florence_config(config: XvlaModelConfig) -> Florence2Config:
         window_size=config.vision_window_size, mlp_ratio=config.vision_mlp_ratio,
         drop_path_rate=config.vision_drop_path_rate, projection_dim=config.projection_dim,
         max_position_embeddings=config.vision_max_position_embeddings,
-        max_temporal_embeddings=config.vision_max_temporal_embeddings, activation_function="gelu",
+        max_temporal_embeddings=config.vision_max_temporal_embeddings, activation_function="gelu", in_channels=3,
+        qkv_bias=True,
     )
     text = dict(
         model_type="bart", vocab_size=config.vocab_size, d_model=config.text_width,
@@ -39,8 +48,12 @@ def florence_config(config: XvlaModelConfig) -> Florence2Config:
         encoder_ffn_dim=config.text_ffn_dim, max_position_embeddings=config.text_max_position_embeddings,
         # the decoder is deleted after construction; keep its throwaway build small
         decoder_layers=1, decoder_attention_heads=config.text_num_heads, decoder_ffn_dim=config.text_ffn_dim,
-        dropout=config.text_dropout, attention_dropout=config.text_dropout, activation_dropout=config.text_dropout,
-        activation_function="gelu", scale_embedding=False, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        dropout=config.text_dropout, attention_dropout=_or(config.text_attention_dropout, config.text_dropout),
+        activation_dropout=_or(config.text_activation_dropout, config.text_dropout),
+        scale_embedding=config.text_scale_embedding,
+        # fixed by this port (xvla.reference refuses other values in a reference config): exact GELU, no layer
+        # drop, BART's special ids
+        activation_function="gelu", encoder_layerdrop=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2,
     )
     cfg = Florence2Config(vision_config=vision, text_config=text, pad_token_id=1, bos_token_id=0, eos_token_id=2,
                           is_encoder_decoder=True, tie_word_embeddings=True)
