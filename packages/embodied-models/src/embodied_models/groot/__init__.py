@@ -8,6 +8,8 @@
 - :mod:`.draws`: the per-sample keyed training draws (noise, flow time, state dropout).
 - :mod:`.normalize`: GR00T's per-dimension min-max / percentile / mean-std state and action normalization.
 - :mod:`.images`: the shortest-edge resize, centre crop and final resize of the views.
+- :mod:`.transform`: the port-independent steps of the sample transforms (views, instruction, padded state and
+  actions, normalizers, postprocessing).
 - :mod:`.embodiments`: embodiment-tag tables and their messages (each port keeps its own table).
 - :mod:`.trainer`: the draw-generator trainer and the meta/modality.json camera names.
 

@@ -21,16 +21,15 @@ GR00T's decoder does).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from embodied_core.errors import ConfigError, DataError
+from embodied_core.errors import ConfigError
 from embodied_core.model_api import Transforms
-from embodied_models.groot.images import as_uint8_frames, groot_view
 from embodied_models.groot.normalize import GrootNormalizer
+from embodied_models.groot.transform import GrootSampleTransformBase, camera_candidates, formalize, make_normalizers
 from embodied_models.groot_n1_7.batch import GrootBatch
 from embodied_models.groot_n1_7.config import GrootDataConfig, GrootModelConfig
 from embodied_models.groot_n1_7.embodiments import embodiment_slot
@@ -42,23 +41,11 @@ if TYPE_CHECKING:
 
 __all__ = ["GrootCollate", "GrootSampleTransform", "camera_candidates", "formalize", "make_transforms"]
 
-_PUNCTUATION = re.compile(r"[^\w\s]")
 
-
-def formalize(text: str) -> str:
-    """GR00T's formalize_language: lower case, every character that is neither a word character nor space dropped."""
-    return _PUNCTUATION.sub("", text.lower())
-
-
-def camera_candidates(key: str) -> tuple[str, ...]:
-    """Sample keys a configured camera may arrive under: itself, or its ``video.<name>`` form."""
-    short = key.removeprefix("video.")
-    return (key, f"video.{short}") if key == short else (key, short)
-
-
-class GrootSampleTransform:
+class GrootSampleTransform(GrootSampleTransformBase):
     """The per-sample transform (picklable: runs in DataLoader workers); also takes inference observations
-    (the same keys without ``action``).
+    (the same keys without ``action``). Views, state, actions and the instruction: ``embodied_models.groot.transform``
+    (shared with N1.6); the prompt: the Qwen3-VL processor.
 
     Args:
         model_config, data_config: the run's sections.
@@ -66,88 +53,20 @@ class GrootSampleTransform:
         state_norm, action_norm: normalizers of ``data.state_key`` / ``data.action_key`` (None: raw values).
     """
 
+    model_label = "GR00T N1.7"
+
     def __init__(self, model_config: GrootModelConfig, data_config: GrootDataConfig, processor: VLProcessor,
                  state_norm: GrootNormalizer | None, action_norm: GrootNormalizer | None) -> None:
-        self.model_config = model_config
-        self.data_config = data_config
+        super().__init__(model_config, data_config, state_norm, action_norm,
+                         slot=embodiment_slot(data_config.embodiment_tag, data_config.embodiment_id))
         self.processor = processor
-        self.state_norm = state_norm
-        self.action_norm = action_norm
-        self.slot = embodiment_slot(data_config.embodiment_tag, data_config.embodiment_id)
         self.tokens_per_image = processor.tokens_per_image(*data_config.image_size)
 
     def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
-        cfg, mcfg = self.data_config, self.model_config
-        images = self._views(sample)
-        text = sample.get(cfg.language_key)
-        if not isinstance(text, str):
-            raise DataError(f"sample has no instruction string under data.language_key={cfg.language_key!r} "
-                            f"(got {type(text).__name__}; keys: {', '.join(sorted(sample))})")
-        text = formalize(text) if cfg.formalize_language else text
+        images = self.views(sample)
+        text = self.instruction(sample)
         ids = self.processor.prompt_ids(text, num_images=images.shape[0], tokens_per_image=self.tokens_per_image)
-        state = self._vector(sample, cfg.state_key, cfg.state_dim, self.state_norm).reshape(-1)
-        padded_state = torch.zeros(1, mcfg.max_state_dim, dtype=torch.float32)
-        padded_state[0, : state.shape[0]] = state
-        index = sample.get("index")
-        out: dict[str, Any] = {
-            "images": images, "input_ids": torch.tensor(ids, dtype=torch.long), "state": padded_state,
-            "embodiment_id": torch.tensor(self.slot, dtype=torch.long),
-            "sample_index": torch.as_tensor(index if index is not None else -1, dtype=torch.long).reshape(()),
-        }
-        if cfg.action_key in sample:
-            out.update(self._actions(sample))
-        return out
-
-    def _views(self, sample: Mapping[str, Any]) -> torch.Tensor:
-        cfg = self.data_config
-        per_camera = []
-        for key in cfg.camera_keys:
-            found = next((k for k in camera_candidates(key) if sample.get(k) is not None), None)
-            if found is None:
-                raise DataError(f"sample has no camera {key!r} (tried {', '.join(camera_candidates(key))}; keys: "
-                                f"{', '.join(sorted(sample))}); GR00T N1.7 needs every view of data.camera_keys")
-            frames = as_uint8_frames(sample[found], found)
-            per_camera.append(torch.stack([
-                groot_view(frame, size=tuple(cfg.image_size), resize_edge=cfg.resize_edge,
-                           crop_fraction=cfg.crop_fraction) for frame in frames]))
-        lengths = {v.shape[0] for v in per_camera}
-        if len(lengths) != 1:
-            raise DataError(f"cameras {cfg.camera_keys} carry different numbers of frames {sorted(lengths)}")
-        return torch.stack(per_camera, dim=1).flatten(0, 1)  # frame-major, then camera
-
-    def _vector(self, sample: Mapping[str, Any], key: str, dim: int | None, norm: GrootNormalizer | None
-                ) -> torch.Tensor:
-        if key not in sample:
-            raise DataError(f"sample has no {key!r} (keys: {', '.join(sorted(sample))}); set data.state_key / "
-                            "data.action_key to the dataset's names")
-        value = torch.as_tensor(sample[key]).float()
-        if dim is not None and value.shape[-1] != dim:
-            kind = "state" if key == self.data_config.state_key else "action"
-            raise DataError(f"{key}: last dimension is {value.shape[-1]} but data.{kind}_dim is {dim}; set "
-                            f"data.{kind}_dim={value.shape[-1]}")
-        return norm.normalize(value) if norm is not None else value
-
-    def _actions(self, sample: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        cfg, mcfg = self.data_config, self.model_config
-        actions = self._vector(sample, cfg.action_key, cfg.action_dim, self.action_norm)
-        if actions.ndim == 1:
-            actions = actions[None]
-        steps, dims = min(actions.shape[0], cfg.action_horizon), actions.shape[1]
-        padded = torch.zeros(mcfg.action_horizon, mcfg.max_action_dim, dtype=torch.float32)
-        padded[:steps, :dims] = actions[:steps]
-        mask = torch.zeros_like(padded)
-        mask[:steps, :dims] = 1.0
-        is_pad = sample.get(f"{cfg.action_key}_is_pad")
-        if cfg.mask_padded_actions and is_pad is not None:
-            mask[:steps] *= (~torch.as_tensor(is_pad, dtype=torch.bool)[:steps]).float()[:, None]
-        return {"actions": padded, "action_mask": mask}
-
-    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Model actions [B, model.action_horizon, max_action_dim] -> dataset units [B, data.action_horizon,
-        action_dim] (the transforms' ``postprocess_actions``)."""
-        cfg = self.data_config
-        real = actions[:, : cfg.action_horizon, : cfg.action_dim]
-        return self.action_norm.unnormalize(real) if self.action_norm is not None else real.float()
+        return {"images": images, "input_ids": torch.tensor(ids, dtype=torch.long), **self.common_fields(sample)}
 
 
 class GrootCollate:
@@ -184,20 +103,6 @@ class GrootCollate:
             sample_index=torch.stack([s["sample_index"] for s in samples]))
 
 
-def _normalizers(data_config: GrootDataConfig, stats: Stats | None
-                 ) -> tuple[GrootNormalizer | None, GrootNormalizer | None]:
-    mode = data_config.normalization
-    if mode == "none":
-        return None, None
-    if stats is None:
-        raise DataError(f"data.normalization={mode} needs the dataset statistics of {data_config.state_key!r} and "
-                        f"{data_config.action_key!r}, but none were given; set data.normalization=none to train on "
-                        "raw values")
-    return tuple(GrootNormalizer.from_stats(stats, key, mode, clip=data_config.clip_outliers,
-                                            setting="data.normalization")
-                 for key in (data_config.state_key, data_config.action_key))  # type: ignore[return-value]
-
-
 def make_transforms(model_config: GrootModelConfig, data_config: GrootDataConfig, *,
                     stats: Stats | None) -> Transforms:
     """Transforms of the groot_n1_7 plugins (``ModelSpec.transforms``).
@@ -216,12 +121,7 @@ def make_transforms(model_config: GrootModelConfig, data_config: GrootDataConfig
                                 vocab_size=model_config.vocab_size, image_size=tuple(data_config.image_size))
     if problems:
         raise ConfigError(problems)
-    state_norm, action_norm = _normalizers(data_config, stats)
-    for kind, norm, dim in (("state", state_norm, data_config.state_dim), ("action", action_norm,
-                                                                          data_config.action_dim)):
-        if norm is not None and dim is not None and norm.dim != dim:
-            raise DataError(f"the statistics of data.{kind}_key have {norm.dim} dimensions but data.{kind}_dim is "
-                            f"{dim}")
+    state_norm, action_norm = make_normalizers(data_config, stats)
     transform = GrootSampleTransform(model_config, data_config, processor, state_norm, action_norm)
     step = model_config.vision_patch_size * model_config.vision_merge_size
     grid = (data_config.image_size[0] // step, data_config.image_size[1] // step)
