@@ -136,7 +136,7 @@ def parse_train_argv(argv: Sequence[str], *, environ: dict[str, str] | None = No
                       **({"plugins": plugins_cls(**base.plugins)} if plugins_cls is not None else {}))
     with attrs.validators.disabled():  # validators run below, all problems at once
         parsed = tyro.cli(cli_cls, args=flags, default=default, prog=_PROG, description=_description())
-    return _restructure(parsed, spec, classes)
+    return attrs.evolve(_restructure(parsed, spec, classes), data_mixture=base.data_mixture)
 
 
 def _training_help(flags: Sequence[str], selecting: dict[str, RawStr]) -> None:

@@ -141,6 +141,10 @@ def resolve_data_fields(config: RunConfig) -> RunConfig:
     Raises:
         ConfigError: explicitly set fields that disagree with a binding dataset, all of them together.
     """
+    if config.data_mixture is not None:  # per entry, then the model-level fields (config.mixture_resolve)
+        from embodied_core.config.mixture_resolve import resolve_mixture_fields
+
+        return resolve_mixture_fields(config)
     spec = _format_spec(config)
     if spec is None or spec.infer is None:
         return config

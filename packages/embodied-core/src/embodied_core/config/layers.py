@@ -35,7 +35,9 @@ RESERVED_ENV_VARS = frozenset({"EMBODIED_PLUGINS"})
 """``EMBODIED_*`` variables that are not flags."""
 SECTIONS = ("training", "model", "data", "plugins")
 """Sections of a config document; ``plugins`` holds the options of selected plugins, by plugin name."""
-_YAML_TOP_KEYS = (*SECTIONS, "embodied")
+_MIXTURE_KEY = "data_mixture"
+"""The dataset-mixture section (``embodied_core.config.mixture``): in YAML only, not a dotlist section."""
+_YAML_TOP_KEYS = (*SECTIONS, _MIXTURE_KEY, "embodied")
 _DOTLIST_RE = re.compile(r"^(training|model|data|plugins)\.([A-Za-z_][\w.-]*)=(.*)$", re.DOTALL)
 
 
@@ -64,11 +66,12 @@ def _check_document(doc: Any, source: str) -> dict[str, Any]:
             problems.append(f"{key}: expected a mapping, got {type(doc[key]).__name__}")
     if problems:
         raise ConfigError(problems, source=source)
-    return {k: dict(v or {}) for k, v in doc.items() if k in SECTIONS}
+    return {k: dict(v or {}) for k, v in doc.items() if k in SECTIONS or k == _MIXTURE_KEY}
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Reads a config YAML (``training:``/``model:``/``data:``/``plugins:``; ``embodied:`` is provenance, ignored)."""
+    """Reads a config YAML (``training:``/``model:``/``data:``/``plugins:``/``data_mixture:``; ``embodied:`` is
+    provenance, ignored)."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"--config-file {path}: no such file")

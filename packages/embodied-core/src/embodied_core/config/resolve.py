@@ -17,6 +17,7 @@ from embodied_core.config.aliases import canonical_training
 from embodied_core.config.converter import structure
 from embodied_core.config.infer import resolve_data_fields
 from embodied_core.config.layers import deep_merge, dotlist_layer, env_layer, read_package_yaml, read_yaml
+from embodied_core.config.mixture import MIXTURE_SECTION, structure_mixture, with_mixture
 from embodied_core.config.options import SECTION, option_classes, structure_options
 from embodied_core.config.paths import dataset_path_under_root
 from embodied_core.config.run_config import RunConfig
@@ -116,6 +117,11 @@ def structure_sections(merged: Mapping[str, Any], spec: ModelSpec, *, source: st
             parts[section] = structure(merged.get(section), cls, path=section)
         except ConfigError as exc:
             problems.extend(exc.problems)
+    if merged.get(MIXTURE_SECTION) is not None:
+        try:
+            parts["data_mixture"] = structure_mixture(merged[MIXTURE_SECTION], source=source)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
     training = parts.get("training") or _training_without(merged.get("training"), problems)
     if training is not None:
         classes, option_problems = option_classes(training, model_name=spec.name, world_size=world_size_from_env())
@@ -163,7 +169,9 @@ def load_config(
 
 
 def with_data_root(config: RunConfig) -> RunConfig:
-    """``config`` with a relative ``--dataset-path`` resolved against ``--data-root-dir`` (idempotent)."""
+    """``config`` with a relative ``--dataset-path`` resolved against ``--data-root-dir``, and its dataset mixture
+    loaded (``--dataset-mixture``), globs expanded and entry paths made absolute (idempotent)."""
+    config = with_mixture(config)
     args = config.training
     path = dataset_path_under_root(args.dataset_path, args.data_root_dir)
     if path == args.dataset_path:

@@ -6,6 +6,7 @@ from typing import Any
 
 import attrs
 
+from embodied_core.config.mixture import DataMixture
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.training_args import TrainingArgs
 
@@ -19,12 +20,14 @@ class RunConfig:
     Attributes:
         plugins: the structured options of every selected plugin that declares an ``options`` class, by plugin
             name (see :mod:`embodied_core.config.options`); empty when none does.
+        data_mixture: the dataset mixture (``data_mixture:`` section or ``--dataset-mixture``); None: one dataset.
     """
 
     training: TrainingArgs
     model: BaseModelConfig
     data: BaseDataConfig
     plugins: dict[str, Any] = attrs.field(factory=dict)
+    data_mixture: DataMixture | None = None
 
     @property
     def model_name(self) -> str:
@@ -40,4 +43,6 @@ class RunConfig:
                "data": unstructure(self.data)}
         if self.plugins:
             out["plugins"] = {name: unstructure(options) for name, options in self.plugins.items()}
+        if self.data_mixture is not None:
+            out["data_mixture"] = unstructure(self.data_mixture)
         return out

@@ -60,6 +60,9 @@ class TrainingArgs:
     dataset_path: str | None = None
     """Dataset root folder (LeRobot: the folder holding meta/info.json; HDF5: the .hdf5 file). Required by every
     format except dummy_datasets."""
+    dataset_mixture: str | None = None
+    """YAML file of a dataset mixture: several datasets with sampling weights, each with its own data flags
+    (the run's data_mixture: section; see embodied_core.config.mixture). Excludes --dataset-path."""
     split: str = "train"
     """Split to read (LeRobot `splits` in info.json, HDF5 masks)."""
     num_samples: int = attrs.field(default=100, validator=positive)

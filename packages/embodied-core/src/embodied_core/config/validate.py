@@ -161,7 +161,7 @@ def _check_model_flags(config: RunConfig, problems: list[str]) -> None:
         problems.append(problem)
 
 
-def _check_cross_field(args: TrainingArgs, world_size: int, problems: list[str]) -> None:
+def _check_cross_field(args: TrainingArgs, world_size: int, problems: list[str], *, mixture: bool = False) -> None:
     if args.resume and args.resume_from:
         problems.append("--resume and --resume-from exclude each other: --resume picks the newest checkpoint "
                         "of --output-dir, --resume-from a given one")
@@ -179,7 +179,7 @@ def _check_cross_field(args: TrainingArgs, world_size: int, problems: list[str])
             problems.append(f"--loss-log-rank: rank {rank} does not exist (world size {world_size}; -1 = mean)")
     if args.async_save and args.save_format != "dcp":
         problems.append(f"--async-save needs --save-format dcp (got {args.save_format})")
-    if args.data_root_dir is not None and not args.dataset_path:
+    if args.data_root_dir is not None and not args.dataset_path and not mixture:
         problems.append(f"--data-root-dir {args.data_root_dir}: resolves a relative --dataset-path, and none is "
                         "given; add --dataset-path or drop --data-root-dir")
 
@@ -202,11 +202,15 @@ def config_problems(config: RunConfig, *, world_size: int, plugins: Iterable[str
     problems: list[str] = []
     _check_selected(config, selected_plugins(args, model_name=config.model_name, world_size=world_size), problems)
     format_spec = _format_spec(args)
-    if format_spec is not None:
+    if config.data_mixture is not None:  # each entry's flags, formats, strategies (config.mixture_check)
+        from embodied_core.config.mixture_check import mixture_problems
+
+        problems.extend(mixture_problems(config))
+    elif format_spec is not None:
         _check_format_flags(args, format_spec, problems)
     _check_model_flags(config, problems)
     _check_block_names(args, plugins, problems)
-    _check_cross_field(args, world_size, problems)
+    _check_cross_field(args, world_size, problems, mixture=config.data_mixture is not None)
     unsupported: list[str] = []
     _check_not_supported(args, unsupported)
     return problems, unsupported

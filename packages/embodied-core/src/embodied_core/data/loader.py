@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -31,7 +31,23 @@ from embodied_core.data.transport import PackingCollate, unpack_small_tensors
 from embodied_core.data.worker_errors import WorkerFailure, in_worker, raise_if_failure
 from embodied_core.errors import EmbodiedError
 
-__all__ = ["ResumableLoader", "sample_seed"]
+__all__ = ["EpochOrder", "ResumableLoader", "sample_seed"]
+
+
+@runtime_checkable
+class EpochOrder(Protocol):
+    """An epoch order given to :class:`ResumableLoader` (``order=``): the same order for the same epoch, always."""
+
+    signature: str
+    """What the order depends on, as a short string (stored in the loader state)."""
+
+    def __len__(self) -> int:
+        """Indices per epoch (before the split over ranks)."""
+        ...
+
+    def __call__(self, epoch: int) -> list[int]:
+        """The epoch's global order of dataset indices."""
+        ...
 
 
 def sample_seed(seed: int, epoch: int, index: int) -> int:
@@ -142,6 +158,10 @@ class ResumableLoader:
             the blocks streaming reads; None: fixed runs of ``streaming_block_size``.
         streaming_block_size, streaming_window_blocks: block length without ``episode_ranges``, and how many
             blocks are shuffled together.
+        order: the epoch order itself, in place of the shuffled / streaming one (an :class:`EpochOrder`, e.g. a
+            dataset mixture's schedule): ``order(epoch)`` gives the epoch's global order of dataset indices, split
+            over ranks by ``share_fn``; its ``signature`` is part of the state, so a resume with another order is
+            refused.
     """
 
     def __init__(
@@ -164,6 +184,7 @@ class ResumableLoader:
         episode_ranges: Sequence[tuple[int, int]] | None = None,
         streaming_block_size: int = 64,
         streaming_window_blocks: int = 4,
+        order: EpochOrder | None = None,
     ) -> None:
         self._dataset = _SeededTransformDataset(dataset, sample_transform, seed + rank_seed)
         self.batch_size = batch_size
@@ -182,6 +203,7 @@ class ResumableLoader:
         self.position = 0
         self._blocks = episode_blocks(episode_ranges, len(dataset), streaming_block_size) if streaming else []
         self.streaming_window_blocks = streaming_window_blocks
+        self.order = order
         self._keys = _EpochKeys()
         self._loader: DataLoader | None = None
         if self.batches_per_epoch() == 0:
@@ -191,7 +213,9 @@ class ResumableLoader:
     def epoch_indices(self, epoch: int) -> list[int]:
         """This rank's indices of ``epoch``, in order."""
         n = len(self._dataset)
-        if self.streaming:
+        if self.order is not None:
+            order = self.order(epoch)
+        elif self.streaming:
             order = streaming_order(self._blocks, seed=sample_seed(self.seed, epoch, -1), shuffle=self.shuffle,
                                     window_blocks=self.streaming_window_blocks)
         elif self.shuffle:
@@ -203,7 +227,8 @@ class ResumableLoader:
 
     def batches_per_epoch(self) -> int:
         """Batches per epoch on this rank (with ``drop_last``, full batches only)."""
-        return -(-self._usable(len(self.share_fn(list(range(len(self._dataset)))))) // self.batch_size)
+        length = len(self.order) if self.order is not None else len(self._dataset)
+        return -(-self._usable(len(self.share_fn(list(range(length))))) // self.batch_size)
 
     def _usable(self, num_indices: int) -> int:
         """How many of an epoch's ``num_indices`` indices are read (whole batches only with ``drop_last``)."""
@@ -255,8 +280,11 @@ class ResumableLoader:
 
     def state_dict(self) -> dict[str, int]:
         """Position of the next batch: epoch and samples already consumed in it on this rank."""
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "batch_size": self.batch_size,
-                "streaming": self.streaming, "rank_seed": self.rank_seed, "drop_last": self.drop_last}
+        state = {"epoch": self.epoch, "position": self.position, "seed": self.seed, "batch_size": self.batch_size,
+                 "streaming": self.streaming, "rank_seed": self.rank_seed, "drop_last": self.drop_last}
+        if self.order is not None:
+            state["order"] = self.order.signature
+        return state
 
     def load_state_dict(self, state: Mapping[str, int]) -> None:
         """Continues from a saved position; refuses a state saved with another seed, batch size or mode."""
@@ -269,5 +297,12 @@ class ResumableLoader:
             raise ValueError(f"dataloader state was saved with streaming={bool(state.get('streaming', False))}, this "
                              f"run uses streaming={self.streaming}; the sample order differs, so resume with the "
                              "same --streaming setting")
+        saved_order = state.get("order")
+        order = self.order.signature if self.order is not None else None
+        if saved_order != order:
+            raise ValueError(f"dataloader state was saved with epoch order {saved_order or 'of one dataset'}, this "
+                             f"run uses {order or 'one dataset'}: the dataset mixture (entries, sizes, weights, "
+                             "weighting, seed or samples_per_epoch) changed, so the saved position means other "
+                             "samples; resume with the same mixture")
         self.epoch = int(state["epoch"])
         self.position = int(state["position"])

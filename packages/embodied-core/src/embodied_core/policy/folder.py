@@ -6,6 +6,8 @@ Every checkpoint directory (and every folder ``embodied checkpoint export`` writ
                          interface (cameras in order, frame shapes, state/action keys, names and dims, horizon,
                          fps, task), the tokenizer reference, model-specific assets
     stats.safetensors    the normalization statistics training used, float64, one tensor per "<key>/<stat>"
+    stats/               runs on a dataset mixture: the statistics of every embodiment but the default one
+                         (policy.json "embodiments": per tag its data section, interface and stats file)
     tokenizer/           a copy of the tokenizer files when they are small (< 50 MB), else only referenced
     assets/              model-specific inference files (e.g. LingBot-VA's VAE and prompt embeddings)
 
@@ -28,6 +30,7 @@ from embodied_core.errors import CheckpointError
 
 __all__ = [
     "ASSETS_DIR",
+    "EMBODIMENT_STATS_DIR",
     "POLICY_FILE",
     "POLICY_FORMAT",
     "SMALL_FILES_BYTES",
@@ -46,6 +49,8 @@ POLICY_FORMAT = 1
 POLICY_FILE = "policy.json"
 STATS_FILE = "stats.safetensors"
 TOKENIZER_DIR = "tokenizer"
+EMBODIMENT_STATS_DIR = "stats"
+"""Statistics of the embodiments other than the default one (runs on a dataset mixture)."""
 ASSETS_DIR = "assets"
 SMALL_FILES_BYTES = 50 * 1024 * 1024
 """Tokenizers and assets up to this size are copied into the folder; larger ones are referenced by path."""

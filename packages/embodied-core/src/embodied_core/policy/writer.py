@@ -13,11 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from embodied_core.config.converter import unstructure
 from embodied_core.config.provenance import embodied_versions
 from embodied_core.config.run_config import RunConfig
 from embodied_core.policy.folder import (
     ASSETS_DIR,
+    EMBODIMENT_STATS_DIR,
     POLICY_FILE,
     POLICY_FORMAT,
     STATS_FILE,
@@ -29,7 +32,7 @@ from embodied_core.policy.spec import load_policy_class, plugin_record
 from embodied_core.protocols import DatasetFeature, Stats
 from embodied_core.registry.specs import ModelSpec
 
-__all__ = ["PolicyWriter", "frame_shape", "interface_record", "tokenizer_source"]
+__all__ = ["PolicyWriter", "embodiments_record", "frame_shape", "interface_record", "tokenizer_source"]
 
 logger = logging.getLogger("embodied.policy")
 
@@ -78,8 +81,6 @@ def tokenizer_source(config: RunConfig) -> str | None:
     """The tokenizer training read: the data config's ``tokenizer_path``, else ``--tokenizer-path`` (only for data
     configs that declare a ``tokenizer_path`` field), as an absolute path when it is on disk, else as given (a hub
     id); None for built-in tokenizers."""
-    import attrs
-
     if "tokenizer_path" not in attrs.fields_dict(type(config.data)):
         return None
     path = config.data.tokenizer_path or config.training.tokenizer_path
@@ -87,6 +88,24 @@ def tokenizer_source(config: RunConfig) -> str | None:
         return None
     local = Path(path).expanduser()
     return str(local.resolve()) if local.exists() else str(path)
+
+
+def embodiments_record(config: RunConfig, spec: ModelSpec, mixture: Any) -> dict[str, Any]:
+    """The ``embodiments`` entry of ``policy.json`` for a run on a dataset mixture: the default tag and, per tag,
+    its data section, inference interface, statistics file and the entries (datasets) it was trained on."""
+    tags: dict[str, Any] = {}
+    for number, (tag, record) in enumerate(mixture.embodiments.items()):
+        entries = config.data_mixture.entries
+        tags[tag] = {
+            "data_config": unstructure(record.data_config),
+            "interface": interface_record(attrs.evolve(config, data=record.data_config), spec, record.features,
+                                          record.fps),
+            "stats_file": STATS_FILE if tag == mixture.default_embodiment
+            else f"{EMBODIMENT_STATS_DIR}/embodiment_{number}.safetensors",
+            "entries": [{"path": entries[i].path, "name": entries[i].name, "weight": entries[i].weight}
+                        for i in record.entries],
+        }
+    return {"default": mixture.default_embodiment, "stats": config.data_mixture.stats, "tags": tags}
 
 
 class PolicyWriter:
@@ -98,13 +117,17 @@ class PolicyWriter:
         stats: the normalization statistics passed to ``make_transforms`` (None when the model uses none).
         features: the dataset's feature metadata.
         fps: the dataset's frame rate.
+        mixture: the run's dataset mixture (``embodied_core.data.mixture.MixtureData``) when it trains on one: the
+            folder then records every embodiment (:func:`embodiments_record`); ``stats``, ``features`` and ``fps``
+            are its default embodiment's, and so are the top-level ``interface`` and ``stats.safetensors``.
     """
 
     def __init__(self, config: RunConfig, spec: ModelSpec, *, stats: Stats | None,
-                 features: Mapping[str, DatasetFeature], fps: float | None) -> None:
+                 features: Mapping[str, DatasetFeature], fps: float | None, mixture: Any = None) -> None:
         self.config = config
         self.spec = spec
         self.stats = {key: dict(entry) for key, entry in (stats or {}).items()}
+        self.mixture = mixture
         self.policy_class = load_policy_class(spec)
         self.doc: dict[str, Any] = {
             "policy_format": POLICY_FORMAT,
@@ -119,6 +142,11 @@ class PolicyWriter:
             "dataset": {"format": config.training.dataset_format, "path": config.training.dataset_path},
             "versions": embodied_versions(),
         }
+        if mixture is not None:
+            default = mixture.default
+            self.doc["interface"] = interface_record(attrs.evolve(config, data=default.data_config), spec,
+                                                     default.features, default.fps)
+            self.doc["embodiments"] = embodiments_record(config, spec, mixture)
         self.tokenizer = tokenizer_source(config)
 
     def __call__(self, directory: Path) -> None:
@@ -126,6 +154,11 @@ class PolicyWriter:
         directory = Path(directory)
         doc = dict(self.doc)
         write_stats(self.stats, directory / STATS_FILE)
+        if self.mixture is not None:
+            (directory / EMBODIMENT_STATS_DIR).mkdir(exist_ok=True)
+            for tag, record in doc["embodiments"]["tags"].items():
+                if record["stats_file"] != STATS_FILE:
+                    write_stats(self.mixture.embodiments[tag].stats or {}, directory / record["stats_file"])
         copied = False
         if self.tokenizer is not None and Path(self.tokenizer).is_dir():  # a hub id stays a reference
             copied = copy_if_small(Path(self.tokenizer), directory / TOKENIZER_DIR, what="tokenizer")

@@ -60,6 +60,13 @@ class Trainer:
     def _preflight_data(self) -> None:
         """Lets the dataset format check its metadata now, so data problems surface before the model is built."""
         args = self.config.training
+        if self.config.data_mixture is not None:  # every entry's format, on the entry's own flags
+            from embodied_core.config.mixture_check import mixture_preflight
+
+            problems = mixture_preflight(self.config)
+            if problems:
+                raise ConfigError(problems, source=self.config.data_mixture.source or "data_mixture")
+            return
         spec = registry.get_spec(groups.DATASET_FORMATS, args.dataset_format, flag="--dataset-format")
         problems = spec.run_preflight(args, self.config.data) if isinstance(spec, DatasetFormatSpec) else []
         if problems:

@@ -125,6 +125,10 @@ class BaseTrainer:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             self.write_config()
         self._resume_candidate = resume_path  # a LoRA resume loads the base its checkpoint references
+        # a dataset mixture is built first: its entries are checked on one sample each, so an entry the model
+        # cannot batch is reported before a (possibly large) model is built; building it draws no global randomness
+        early = (components.build_data(self.config, self.model_spec, self.strategy)
+                 if self.config.data_mixture is not None else None)
         self.model = self.distribute_model(self.prepare_model(resuming=resume_path is not None),
                                            resuming=resume_path is not None)
         # The training streams (data, noise) start from --seed whatever building the model drew (nothing on the
@@ -134,8 +138,9 @@ class BaseTrainer:
         self.scheduler = components.build_scheduler(self.optimizer, args,
                                                     options=self.config.plugins.get(args.lr_decay_style))
         self.scaler = make_grad_scaler(args, self.device)
-        data = components.build_data(self.config, self.model_spec, self.strategy)
+        data = early if early is not None else components.build_data(self.config, self.model_spec, self.strategy)
         self.loader = data.loader
+        self.data_mixture = data.mixture
         self.data_stats = data.stats  # what make_transforms received (None: the model declares no transforms)
         self.dataset_features = data.features
         self.transforms = data.transforms
@@ -162,7 +167,7 @@ class BaseTrainer:
         if not self.strategy.is_main:
             return None
         return PolicyWriter(self.config, self.model_spec, stats=self.data_stats, features=self.dataset_features,
-                            fps=fps)
+                            fps=fps, mixture=getattr(self, "data_mixture", None))
 
     def build_model(self) -> nn.Module:
         """Builds the model from its plugin factory."""

@@ -17,6 +17,8 @@ from embodied_core.config.selection import selected_loggers
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.data.dataset import build_training_dataset, resolve_features, resolve_stats
 from embodied_core.data.default_task import with_default_task
+from embodied_core.data.image_augmentation import IMAGE_PREFIX, build_image_augmentation
+from embodied_core.data.image_augmentation.draws import DRAWS_FILE, record_draws
 from embodied_core.data.loader import ResumableLoader
 from embodied_core.distributed.base import DistributedStrategy, SingleProcessStrategy
 from embodied_core.loggers.base import MetricsLogger
@@ -88,6 +90,8 @@ class TrainingData:
         stats: the statistics handed to ``make_transforms`` (None when the model declares no transforms).
         features: the dataset's feature metadata by key.
         transforms: the model's transforms (``Transforms()`` when it declares none).
+        mixture: the dataset mixture's parts (embodiments, schedule) when the run trains on one; ``stats``,
+            ``features`` are then its default embodiment's.
     """
 
     loader: ResumableLoader
@@ -95,6 +99,7 @@ class TrainingData:
     stats: dict[str, dict[str, np.ndarray]] | None
     features: dict[str, DatasetFeature]
     transforms: Transforms
+    mixture: Any = None
 
 
 def build_transforms(config: RunConfig, spec: ModelSpec, dataset: TrainingDataset) -> tuple[
@@ -109,14 +114,27 @@ def build_transforms(config: RunConfig, spec: ModelSpec, dataset: TrainingDatase
 
 
 def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy) -> TrainingData:
-    """Dataset (``--dataset-format``) + the model's transforms + sampler -> a resumable loader."""
+    """Dataset (``--dataset-format``, or the dataset mixture) + the model's transforms + sampler -> a resumable
+    loader."""
     args = config.training
-    dataset = build_training_dataset(args, config.data)
-    transforms, stats = build_transforms(config, spec, dataset)
-    samples = with_default_task(dataset, args.task_name)
+    mixture = None
+    if config.data_mixture is not None:
+        from embodied_core.data.mixture import build_mixture
+
+        mixture = build_mixture(config, spec, world_size=strategy.world_size)
+        dataset: Any = mixture.dataset
+        samples: Any = dataset
+        transforms, stats = mixture.transforms, mixture.default.stats
+        features = mixture.default.features
+    else:
+        dataset = build_training_dataset(args, config.data)
+        transforms, stats = build_transforms(config, spec, dataset)
+        samples = with_default_task(dataset, args.task_name)
+        features = resolve_features(dataset, format_name=args.dataset_format)
     share_fn = registry.load_factory(groups.SAMPLERS, args.distributed_sampler_mode, flag="--distributed-sampler-mode",
                                      options=config.plugins.get(args.distributed_sampler_mode))(
                                          strategy.rank, strategy.world_size)
+    augmentation = build_image_augmentation(config, cameras=[k for k in features if k.startswith(IMAGE_PREFIX)])
     loader = ResumableLoader(
         samples,
         batch_size=args.per_device_batch_size,
@@ -127,15 +145,20 @@ def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy
         rank_seed=rank_seed_offset(strategy.rank, enabled=args.set_seed_by_rank),
         sample_transform=transforms.sample_transform,
         collate_fn=transforms.collate_fn,
+        augmentation=augmentation,
         num_workers=args.num_workers,
         multiprocessing_context=args.dataloader_multiprocessing_context,
         seed_workers=args.dataloader_seed_workers,
         pin_memory=strategy.device.type == "cuda",
         streaming=args.streaming,
-        episode_ranges=dataset.episode_ranges() if args.streaming else None,
+        episode_ranges=dataset.episode_ranges() if args.streaming and mixture is None else None,
+        order=mixture.order if mixture is not None else None,
     )
-    return TrainingData(loader=loader, dataset=dataset, stats=stats,
-                        features=resolve_features(dataset, format_name=args.dataset_format), transforms=transforms)
+    if augmentation is not None and args.record_augmentation_draws and strategy.rank == 0:
+        record_draws(Path(args.output_dir) / DRAWS_FILE, augmentation, samples,
+                     [(0, i) for i in loader.epoch_indices(0)[:args.record_augmentation_draws]])
+    return TrainingData(loader=loader, dataset=dataset, stats=stats, features=features, transforms=transforms,
+                        mixture=mixture)
 
 
 def build_loggers(args: TrainingArgs, *, output_dir: Path, is_main: bool, resume_step: int | None,
