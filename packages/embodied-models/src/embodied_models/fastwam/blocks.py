@@ -12,6 +12,9 @@ One block, per expert (width D, attention width H*K which may differ from D in t
 4. ``x += gate * o(y)``; ``x += cross_attn(norm3(x), text)`` (no gate); ``x += c_gate * ffn(LN(x) (1 + c_scale) +
    c_shift)``.
 
+With ``fp32_attention`` (lerobot's default) both attentions run on float32 q/k/v outside autocast, whatever the
+compute dtype; off, in the compute dtype.
+
 Legend: B batch, L tokens, Lc context tokens, D width, H heads, K head_dim.
 """
 
@@ -27,11 +30,21 @@ from embodied_models.wan.attention import WanRMSNorm, attention
 from embodied_models.wan.modulation import modulate, modulation_chunks
 from embodied_models.wan.rope import apply_rope
 
-__all__ = ["DiTBlock", "MoTLayer", "WanAttention"]
+__all__ = ["DiTBlock", "MoTLayer", "WanAttention", "attend"]
 
 Stream = dict[str, Any]
 """One expert's inputs to a layer: ``x`` [B, L, D], ``t_mod`` [B, 6, D] or [B, L, 6, D], ``rope`` complex
 [B|1, L, 1, K/2], ``context`` [B, Lc, D] (the expert's own text embedding) and ``context_mask`` [B, Lc] bool."""
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, *,
+           fp32: bool) -> torch.Tensor:
+    """:func:`~embodied_models.wan.attention.attention`, on float32 q/k/v outside autocast when ``fp32`` (lerobot's
+    ``fp32_attention``: the softmax of a bf16 model in float32); the result is float32 then."""
+    if not fp32:
+        return attention(q, k, v, mask)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        return attention(q.float(), k.float(), v.float(), mask)
 
 
 class WanAttention(nn.Module):
@@ -41,12 +54,14 @@ class WanAttention(nn.Module):
         dim: width of the expert (input of q/k/v, output of o).
         num_heads, head_dim: attention geometry (H*K may differ from ``dim``).
         eps: RMSNorm epsilon.
+        fp32_attention: attention on float32 q/k/v (:func:`attend`).
     """
 
-    def __init__(self, dim: int, num_heads: int, head_dim: int, eps: float) -> None:
+    def __init__(self, dim: int, num_heads: int, head_dim: int, eps: float, *, fp32_attention: bool = True) -> None:
         super().__init__()
         width = num_heads * head_dim
         self.num_heads = num_heads
+        self.fp32_attention = fp32_attention
         self.q = nn.Linear(dim, width)
         self.k = nn.Linear(dim, width)
         self.v = nn.Linear(dim, width)
@@ -69,7 +84,7 @@ class WanAttention(nn.Module):
         """Cross-attention of x over ``context`` (key mask [B, Lc], True = attend) -> [B, L, D]."""
         q, k, v = self.project(x, context)
         key_mask = None if mask is None else mask[:, None, None, :]
-        return self.o(attention(q, k, v, key_mask).type_as(x))
+        return self.o(attend(q, k, v, key_mask, fp32=self.fp32_attention).type_as(x))
 
 
 class DiTBlock(nn.Module):
@@ -80,12 +95,14 @@ class DiTBlock(nn.Module):
         ffn_dim: FFN hidden width.
         num_heads, head_dim: attention geometry shared by the experts of a layer.
         eps: norm epsilon.
+        fp32_attention: both attentions on float32 q/k/v (:func:`attend`).
     """
 
-    def __init__(self, dim: int, ffn_dim: int, num_heads: int, head_dim: int, eps: float) -> None:
+    def __init__(self, dim: int, ffn_dim: int, num_heads: int, head_dim: int, eps: float, *,
+                 fp32_attention: bool = True) -> None:
         super().__init__()
-        self.self_attn = WanAttention(dim, num_heads, head_dim, eps)
-        self.cross_attn = WanAttention(dim, num_heads, head_dim, eps)
+        self.self_attn = WanAttention(dim, num_heads, head_dim, eps, fp32_attention=fp32_attention)
+        self.cross_attn = WanAttention(dim, num_heads, head_dim, eps, fp32_attention=fp32_attention)
         # float32 norms (also with bf16 parameters under FSDP mixed precision)
         self.norm1 = FP32LayerNorm(dim, eps=eps, elementwise_affine=False)
         self.norm2 = FP32LayerNorm(dim, eps=eps, elementwise_affine=False)
@@ -151,7 +168,8 @@ class MoTLayer(nn.Module):
         if prefix_kv is not None:
             k = torch.cat([prefix_kv[0].to(k.dtype), k], dim=1)
             v = torch.cat([prefix_kv[1].to(v.dtype), v], dim=1)
-        out = attention(q, k, v, mask)
+        # one setting per model (model.fp32_attention), as lerobot's MoT requires of its experts
+        out = attend(q, k, v, mask, fp32=self.blocks[names[0]].self_attn.fp32_attention)
         sizes = [streams[n]["x"].shape[1] for n in names]
         pieces = out.split(sizes, dim=1)
         result = {n: self.blocks[n].post_attention(streams[n], piece, parts[n][3])

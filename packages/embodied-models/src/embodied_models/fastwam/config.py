@@ -12,7 +12,7 @@ from __future__ import annotations
 import attrs
 
 from embodied_core.config.model_config import BaseModelConfig
-from embodied_core.config.validators import non_negative, positive, probability
+from embodied_core.config.validators import non_negative, only, positive, probability
 
 __all__ = ["PRETRAINED_LAYOUTS", "VARIANTS", "VIDEO_MASK_MODES", "FastWAMModelConfig", "check_run_config"]
 
@@ -83,6 +83,22 @@ class FastWAMModelConfig(BaseModelConfig):
     """Weight of the action flow loss."""
     num_inference_steps: int = attrs.field(default=10, validator=positive)
     """Euler steps of sample_actions."""
+    inference_seed: int | None = None
+    """Initial sampling noise: None (default) draws it from the policy's generator, per element and per call; an
+    int reproduces lerobot's FastWAMPolicy (inference_seed, 42 there): a CPU generator seeded with it for every call,
+    the same noise for every element."""
+    rand_device: str = "cpu"
+    """Device of the inference_seed generator (lerobot's rand_device: cpu; a cuda generator draws other numbers)."""
+    use_proprio: bool = True
+    """Append the proprio token (proprio_encoder(state)) to the text context; false: no proprio encoder and no state
+    input (lerobot's proprio_dim=None)."""
+    fp32_attention: bool = True
+    """Run the joint self-attention and the cross-attentions on float32 q/k/v, outside autocast (lerobot's
+    fp32_attention); false: in the compute dtype (--dtype), e.g. bf16 flash kernels."""
+    action_conditioned: bool = attrs.field(default=False, validator=only(False, why="the action-conditioned video "
+                                           "expert (action embedding in its text context) is not ported; "
+                                           "FastWAMPolicy never uses it"))
+    """lerobot's video_dit_config.action_conditioned; only false is supported."""
     vae_path: str | None = None
     """Local diffusers AutoencoderKLWan folder (the vae/ of Wan2.2-TI2V-5B-Diffusers) the model encodes the batch's
     video with (frozen, not part of the checkpoint); unneeded when batches carry 'latents'."""
@@ -116,6 +132,8 @@ class FastWAMModelConfig(BaseModelConfig):
                             f"{self.num_heads * self.attn_head_dim} (the Wan video DiT's attention width)")
         if any(p < 1 for p in self.patch_size):
             problems.append(f"model.patch_size: every entry must be >= 1 (got {tuple(self.patch_size)})")
+        if self.rand_device != "cpu" and not self.rand_device.startswith("cuda"):
+            problems.append(f"model.rand_device={self.rand_device!r}: valid are cpu, cuda, cuda:N")
         if self.random_vae and self.vae_path:
             problems.append("model.random_vae and model.vae_path are exclusive: set one")
         return problems

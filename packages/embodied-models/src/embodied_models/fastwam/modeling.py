@@ -68,9 +68,12 @@ class FastWAMMoT(nn.Module):
             "action": ActionExpert(action_dim=action_dim, dim=cfg.action_hidden_dim, freq_dim=cfg.action_freq_dim,
                                    text_dim=cfg.text_dim),
         })
+        fp32 = cfg.fp32_attention
         self.layers = nn.ModuleList([MoTLayer({
-            "video": DiTBlock(cfg.video_hidden_dim, cfg.video_ffn_dim, cfg.num_heads, cfg.attn_head_dim, cfg.eps),
-            "action": DiTBlock(cfg.action_hidden_dim, cfg.action_ffn_dim, cfg.num_heads, cfg.attn_head_dim, cfg.eps),
+            "video": DiTBlock(cfg.video_hidden_dim, cfg.video_ffn_dim, cfg.num_heads, cfg.attn_head_dim, cfg.eps,
+                              fp32_attention=fp32),
+            "action": DiTBlock(cfg.action_hidden_dim, cfg.action_ffn_dim, cfg.num_heads, cfg.attn_head_dim, cfg.eps,
+                               fp32_attention=fp32),
         }) for _ in range(cfg.num_layers)])
 
 
@@ -108,13 +111,15 @@ class FastWAMModel(EmbodiedModel):
         self.config = model_config
         self.data_config = data_config
         action_dim = data_config.max_action_dim or data_config.action_dim
-        if action_dim is None or data_config.state_dim is None:
+        if action_dim is None or (model_config.use_proprio and data_config.state_dim is None):
             raise DataError("FastWAM needs data.action_dim and data.state_dim (unset: read from the dataset); set "
                             f"them for a model built without a dataset (got {data_config.action_dim}, "
                             f"{data_config.state_dim})")
         self.action_dim = int(action_dim)
         self.mot = FastWAMMoT(model_config, action_dim=self.action_dim)
-        self.proprio_encoder = nn.Linear(int(data_config.state_dim), model_config.text_dim)
+        # model.use_proprio=false: no proprio token (lerobot's proprio_dim=None), no proprio_encoder.* keys
+        self.proprio_encoder = (nn.Linear(int(data_config.state_dim), model_config.text_dim)
+                                if model_config.use_proprio else None)
         head_dim = model_config.attn_head_dim
         self.video_rope = GridRope(head_dim, model_config.rope_theta, split=rope_split(head_dim, "pairs"))
         self.action_rope = GridRope(head_dim, model_config.rope_theta, split=(head_dim,))
@@ -162,11 +167,14 @@ class FastWAMModel(EmbodiedModel):
         return self.encode_video(video[:, :, :1] if first_frame_only else video)
 
     def context(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        """``[context | proprio_encoder(proprio)]`` [B, L + 1, text_dim] and its key mask [B, L + 1]."""
+        """``[context | proprio_encoder(proprio)]`` [B, L + 1, text_dim] and its key mask [B, L + 1] (without the
+        proprio token when ``model.use_proprio`` is off)."""
         context = batch["context"]
         mask = batch.get("context_mask")
         if mask is None:
             mask = torch.ones(context.shape[:2], dtype=torch.bool, device=context.device)
+        if self.proprio_encoder is None:
+            return context, mask.bool()
         proprio = batch["proprio"]
         proprio = proprio[:, 0] if proprio.dim() == 3 else proprio
         token = self.proprio_encoder(proprio.to(self.proprio_encoder.weight.dtype))[:, None]

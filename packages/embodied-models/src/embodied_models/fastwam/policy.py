@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from embodied_core.policy.folder import copy_if_small
+from embodied_core.policy.folder import ASSETS_DIR, copy_if_small
 from embodied_core.policy.runtime import TransformsPolicy
 
 if TYPE_CHECKING:
@@ -52,6 +52,20 @@ class FastWAMPolicy(TransformsPolicy):
             record["vae"] = VAE if copy_if_small(Path(vae), directory / VAE, what="Wan VAE") else None
             record["vae_source"] = str(Path(vae).resolve())
         return record
+
+    @classmethod
+    def references(cls, doc: dict[str, Any]) -> dict[str, str]:
+        """What :meth:`from_folder` reads besides core's files: the folder's copies of the text cache and the VAE,
+        else the training-time ``data.text_cache_dir`` / ``model.vae_path`` they were too large to be copied from."""
+        record = doc.get("assets") or {}
+        sources = {"text_cache": ("data_config", "text_cache_dir"), "vae": ("model_config", "vae_path")}
+        refs = {}
+        for name, (section, field) in sources.items():
+            if record.get(name):
+                refs[f"policy.json assets.{name}"] = f"{ASSETS_DIR}/{record[name]}"
+            elif (doc.get(section) or {}).get(field):
+                refs[f"policy.json {section}.{field}"] = str(doc[section][field])
+        return refs
 
     @classmethod
     def from_folder(cls, folder: PolicyFolder, *, device: str, seed: int) -> FastWAMPolicy:

@@ -9,7 +9,9 @@
 - :func:`sample_idm` (variant idm): the video expert denoises the future frames alone, the clip is prefilled at
   t = 0 and the actions are denoised over its cached K/V (LoongForge's ``FastWAMIDM.infer_joint``).
 
-Initial noise comes from the caller or ``torch.randn`` (the policy's generator at inference).
+Initial noise comes from the caller, else from ``model.inference_seed`` when set (lerobot's ``FastWAMPolicy``: a
+generator on ``model.rand_device`` seeded with it for each tensor of each call, so every element and every call
+starts from the same noise), else from ``torch.randn`` (the policy's generator at inference).
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ __all__ = ["prefill_first_frame", "prefill_video", "sample_idm", "sample_joint",
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]
 
 
-def _initial(noise: torch.Tensor | None, shape: tuple[int, ...], ref: torch.Tensor) -> torch.Tensor:
+def _initial(noise: torch.Tensor | None, shape: tuple[int, ...], ref: torch.Tensor, cfg: Any) -> torch.Tensor:
+    if noise is None and cfg.inference_seed is not None:
+        # lerobot's _make_*_latents: torch.randn((1, *shape[1:])) on a fresh generator, shared by the batch
+        g = torch.Generator(cfg.rand_device).manual_seed(cfg.inference_seed)
+        one = torch.randn(shape[1:], generator=g, device=cfg.rand_device, dtype=torch.float32)
+        return one.to(ref.device).expand(shape).clone()
     if noise is None:
         return torch.randn(shape, device=ref.device, dtype=torch.float32)
     if tuple(noise.shape) != tuple(shape):
@@ -36,8 +43,10 @@ def _initial(noise: torch.Tensor | None, shape: tuple[int, ...], ref: torch.Tens
     return noise.to(device=ref.device, dtype=torch.float32)
 
 
-def _horizon(batch: dict[str, Any]) -> int:
-    proprio = batch["proprio"]
+def _horizon(model: FastWAMModel, batch: dict[str, Any]) -> int:
+    proprio = batch.get("proprio")
+    if proprio is None:  # model.use_proprio=false batches need not carry the state
+        return int(model.data_config.action_horizon)
     return int(proprio.shape[1]) if proprio.dim() == 3 else 1
 
 
@@ -82,7 +91,7 @@ def sample_with_first_frame(model: FastWAMModel, batch: dict[str, Any], noise: t
     first = model.latents(batch, first_frame_only=True)
     context, context_mask = model.context(batch)
     b = first.shape[0]
-    x = _initial(noise, (b, _horizon(batch), model.action_dim), first)
+    x = _initial(noise, (b, _horizon(model, batch), model.action_dim), first, model.config)
     if use_kv_cache:
         return _action_steps(model, x, prefill_first_frame(model, first, context, context_mask), context,
                              context_mask, num_steps)
@@ -104,8 +113,8 @@ def sample_joint(model: FastWAMModel, batch: dict[str, Any], noise: dict[str, to
     context, context_mask = model.context(batch)
     b, c, _, h, w = first.shape
     num_latent = (model.data_config.model_video_frames - 1) // 4 + 1
-    x = _initial(noise.get("action"), (b, _horizon(batch), model.action_dim), first)
-    video = _initial(noise.get("video"), (b, c, num_latent, h, w), first)
+    x = _initial(noise.get("action"), (b, _horizon(model, batch), model.action_dim), first, cfg)
+    video = _initial(noise.get("video"), (b, c, num_latent, h, w), first, cfg)
     video[:, :, :1] = first
     _, t_action, d_action = model.action_schedule(num_steps)
     _, t_video, d_video = inference_schedule(cfg.video_infer_shift, num_steps, cfg.num_train_timesteps)
@@ -133,8 +142,8 @@ def sample_idm(model: FastWAMModel, batch: dict[str, Any], noise: dict[str, torc
     context, context_mask = model.context(batch)
     b, c, _, h, w = first.shape
     num_latent = (model.data_config.model_video_frames - 1) // 4 + 1
-    x = _initial(noise.get("action"), (b, _horizon(batch), model.action_dim), first)
-    video = _initial(noise.get("video"), (b, c, num_latent, h, w), first)
+    x = _initial(noise.get("action"), (b, _horizon(model, batch), model.action_dim), first, cfg)
+    video = _initial(noise.get("video"), (b, c, num_latent, h, w), first, cfg)
     video[:, :, :1] = first
     _, t_video, d_video = inference_schedule(cfg.video_infer_shift, num_steps, cfg.num_train_timesteps)
     num_token_frames = num_latent // cfg.patch_size[0]

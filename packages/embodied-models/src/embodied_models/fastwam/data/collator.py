@@ -82,7 +82,7 @@ class FastWAMCollator:
     def __call__(self, samples: Sequence[Mapping[str, Any]]) -> TensorBatch:
         if not samples:
             raise DataError("FastWAMCollator: empty batch")
-        missing = [k for k in ("video", "proprio", "prompt") if k not in samples[0]]
+        missing = [k for k in ("video", "prompt") if k not in samples[0]]
         if missing:
             raise DataError(f"FastWAM samples lack {missing} (have {sorted(samples[0])}); they must come from the "
                             "FastWAM sample transform")
@@ -95,8 +95,9 @@ class FastWAMCollator:
             horizon = batch["action"].shape[1]
         prompts = [str(s["prompt"]) for s in samples]
         batch["context"], batch["context_mask"] = self._context(prompts)
-        proprio = torch.stack([s["proprio"].float().reshape(-1, s["proprio"].shape[-1])[0] for s in samples])
-        batch["proprio"] = proprio[:, None, :].expand(-1, horizon, -1).contiguous()
+        if any("proprio" in s for s in samples):  # absent only with model.use_proprio=false (then in none)
+            proprio = torch.stack([s["proprio"].float().reshape(-1, s["proprio"].shape[-1])[0] for s in samples])
+            batch["proprio"] = proprio[:, None, :].expand(-1, horizon, -1).contiguous()
         if has_action:
             pads = [s.get("action_is_pad") for s in samples]
             batch["action_is_pad"] = (torch.stack([p.bool() for p in pads]) if all(p is not None for p in pads)

@@ -25,6 +25,7 @@ import attrs
 
 from embodied_core.config.model_config import BaseDataConfig
 from embodied_core.config.validators import positive
+from embodied_models.fastwam.data.prompts import PROMPT_TEMPLATE, template_problems
 
 __all__ = ["CONTEXT_MASK_MODES", "FRAME_WINDOW_MODES", "IMAGE_PAD_MODES", "MISSING_TEXT_CACHE", "NORMALIZATION_MODES",
            "STATS_SOURCES", "FastWAMDataConfig", "check_strategy_model"]
@@ -93,6 +94,13 @@ class FastWAMDataConfig(BaseDataConfig):
     context_mask_mode: str = attrs.field(default="tokens", validator=attrs.validators.in_(CONTEXT_MASK_MODES))
     """context_mask: tokens (default: the prompt's real tokens) or all_true (LoongForge: padding positions are
     zeroed and still marked valid)."""
+    prompt_template: str = PROMPT_TEMPLATE
+    """Prompt of a task (its one field is {task}; lerobot's prompt_template); a task that already starts with "A
+    video recorded" is kept as it is (LoongForge). `embodied data precompute-text --prompt-template` must use the
+    same."""
+    toggle_action_dimensions: list[int] = attrs.field(factory=list)
+    """Action dimensions (negative: from the end) mapped to sign(-(2 a - 1)) after unnormalizing the sampled
+    actions (lerobot's toggle_action_dimensions: the LIBERO gripper); empty: none."""
     missing_text_cache: str = attrs.field(default="error", validator=attrs.validators.in_(MISSING_TEXT_CACHE))
     """With text_cache_dir unset: error (default) or zeros (LoongForge: an all-zero context with an all-True
     mask, silently)."""
@@ -123,6 +131,9 @@ class FastWAMDataConfig(BaseDataConfig):
             valid = ", ".join(str(4 * k + 1) for k in range(1, 5))
             problems.append(f"data.num_video_frames={t} gives {frames} model frames (frame_window_mode="
                             f"{self.frame_window_mode}); the Wan VAE needs frames % 4 == 1 ({valid}, ...)")
+        elif frames == 1:  # lerobot: "Video T must be > 1"
+            problems.append(f"data.num_video_frames={t} gives 1 model frame (frame_window_mode="
+                            f"{self.frame_window_mode}); FastWAM predicts the frames after the first: at least 5")
         elif self.action_horizon % (frames - 1):
             problems.append(f"data.action_horizon={self.action_horizon} must be a multiple of the model's video "
                             f"frames - 1 = {frames - 1} (data.num_video_frames={t}, frame_window_mode="
@@ -138,6 +149,12 @@ class FastWAMDataConfig(BaseDataConfig):
         if self.max_action_dim is not None and self.action_dim is not None and self.max_action_dim < self.action_dim:
             problems.append(f"data.max_action_dim={self.max_action_dim} is smaller than data.action_dim="
                             f"{self.action_dim}; set it >= {self.action_dim} or unset it")
+        problems += template_problems(self.prompt_template, "data.prompt_template")
+        width = self.action_dim
+        bad = [d for d in self.toggle_action_dimensions if width is not None and not -width <= d < width]
+        if bad:
+            problems.append(f"data.toggle_action_dimensions: {bad} out of range for data.action_dim={width} (valid: "
+                            f"{-width}..{width - 1})")
         if not re.fullmatch(r"[a-z0-9]+", self.encoder_id):
             problems.append(f"data.encoder_id={self.encoder_id!r}: must be non-empty lowercase letters and digits "
                             "(it is part of the cache file names)")

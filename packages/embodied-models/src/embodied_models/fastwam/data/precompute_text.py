@@ -28,7 +28,13 @@ import attrs
 import torch
 
 from embodied_core.errors import DataError, UsageError
-from embodied_models.fastwam.data.prompts import PRECOMPUTE_COMMAND, cache_file_name, format_prompt
+from embodied_models.fastwam.data.prompts import (
+    PRECOMPUTE_COMMAND,
+    PROMPT_TEMPLATE,
+    cache_file_name,
+    format_prompt,
+    template_problems,
+)
 from embodied_models.fastwam.data.text_cache import read_entry, update_index, write_entry
 
 __all__ = ["PrecomputeTextResult", "collect_prompts", "main", "precompute_text"]
@@ -45,9 +51,10 @@ class PrecomputeTextResult:
     cache: Path
 
 
-def collect_prompts(datasets: Sequence[str | Path], extra: Sequence[str] = ()) -> dict[str, str]:
+def collect_prompts(datasets: Sequence[str | Path], extra: Sequence[str] = (), *,
+                    template: str = PROMPT_TEMPLATE) -> dict[str, str]:
     """``prompt -> task`` for every task of ``datasets`` (v2.x tasks.jsonl, v3.0 tasks.parquet) and ``extra``
-    tasks, in order, without duplicates."""
+    tasks, in order, without duplicates; prompts in ``template`` (``data.prompt_template``)."""
     from embodied_data.lerobot.metadata import LeRobotMeta
 
     prompts: dict[str, str] = {}
@@ -56,9 +63,9 @@ def collect_prompts(datasets: Sequence[str | Path], extra: Sequence[str] = ()) -
         if not meta.tasks:
             raise DataError(f"{meta.root}: the dataset declares no tasks (meta/tasks.jsonl or meta/tasks.parquet)")
         for _, task in sorted(meta.tasks.items()):
-            prompts.setdefault(format_prompt(task), task)
+            prompts.setdefault(format_prompt(task, template), task)
     for task in extra:
-        prompts.setdefault(format_prompt(task), task)
+        prompts.setdefault(format_prompt(task, template), task)
     return prompts
 
 
@@ -109,7 +116,8 @@ def _valid(path: Path, prompt: str, *, text_len: int, text_dim: int) -> bool:
 def precompute_text(datasets: Sequence[str | Path], *, text_encoder_path: str | Path, out: str | Path,
                     text_len: int = 128, encoder_id: str = "wan22ti2v5b", prompts: Sequence[str] = (), rank: int = 0,
                     world_size: int = 1, batch_size: int = 8, device: str | torch.device | None = None,
-                    dtype: torch.dtype = torch.bfloat16) -> PrecomputeTextResult:
+                    dtype: torch.dtype = torch.bfloat16, prompt_template: str = PROMPT_TEMPLATE
+                    ) -> PrecomputeTextResult:
     """Builds (or completes) the text cache ``out`` for ``datasets``; see the module docstring.
 
     Args:
@@ -122,6 +130,7 @@ def precompute_text(datasets: Sequence[str | Path], *, text_encoder_path: str | 
         rank, world_size: this process's share of the prompts.
         batch_size: prompts per encoder call.
         device, dtype: where and in which dtype UMT5 runs (entries are stored as float32).
+        prompt_template: the prompt of a task (``data.prompt_template``).
     """
     if not 0 <= rank < world_size:
         raise UsageError(f"--rank {rank} is not in [0, --world-size {world_size})")
@@ -129,10 +138,13 @@ def precompute_text(datasets: Sequence[str | Path], *, text_encoder_path: str | 
         raise UsageError(f"--text-len ({text_len}) and --batch-size ({batch_size}) must be >= 1")
     if not re.fullmatch(r"[a-z0-9]+", encoder_id):
         raise UsageError(f"--encoder-id {encoder_id!r}: lowercase letters and digits only (part of the file names)")
+    problems = template_problems(prompt_template, "--prompt-template")
+    if problems:
+        raise UsageError(problems[0])
     path = Path(text_encoder_path)
     if not path.is_dir():
         raise UsageError(f"--text-encoder-path {path}: not a folder")
-    wanted = collect_prompts(datasets, prompts)
+    wanted = collect_prompts(datasets, prompts, template=prompt_template)
     cache = Path(out)
     cache.mkdir(parents=True, exist_ok=True)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -165,6 +177,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--encoder-id", default="wan22ti2v5b",
                         help="encoder id in the file names, = data.encoder_id (default wan22ti2v5b)")
     parser.add_argument("--prompt", action="append", default=[], help="an extra task to encode (repeatable)")
+    parser.add_argument("--prompt-template", default=PROMPT_TEMPLATE,
+                        help="prompt of a task, = data.prompt_template (default: FastWAM's)")
     parser.add_argument("--batch-size", type=int, default=8, help="prompts per encoder call")
     parser.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda:LOCAL_RANK when available)")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="encoder dtype")
@@ -186,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = precompute_text(args.datasets, text_encoder_path=args.text_encoder_path, out=args.out,
                                  text_len=args.text_len, encoder_id=args.encoder_id, prompts=args.prompt,
                                  rank=args.rank, world_size=args.world_size, batch_size=args.batch_size,
-                                 device=device, dtype=getattr(torch, args.dtype))
+                                 device=device, dtype=getattr(torch, args.dtype),
+                                 prompt_template=args.prompt_template)
         print(f"rank {args.rank}/{args.world_size}: encoded {len(result.encoded)} prompt(s), skipped "
               f"{len(result.skipped)} already cached, cache {result.cache}")
         return 0

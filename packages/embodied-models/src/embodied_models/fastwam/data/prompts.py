@@ -1,7 +1,8 @@
 """FastWAM prompts and the names of their text-cache files (no torch: the strategy checks the cache with these).
 
-A task becomes the prompt ``"A video recorded from a robot's point of view executing the following instruction:
-{task}"`` unless it already starts with ``"A video recorded"``. Its UMT5 embedding is cached as
+A task becomes the prompt ``data.prompt_template`` (default ``"A video recorded from a robot's point of view executing
+the following instruction: {task}"``, lerobot's ``prompt_template``) unless it already starts with ``"A video
+recorded"`` (LoongForge's rule). Its UMT5 embedding is cached as
 ``{sha256(prompt)}.t5_len{text_len}.{encoder_id}.pt``; a file named ``{sha1(prompt)}.pt`` (the older naming) is
 read when the new name is absent.
 """
@@ -16,7 +17,8 @@ from pathlib import Path
 from embodied_core.errors import DataError
 
 __all__ = ["INDEX_NAME", "PRECOMPUTE_COMMAND", "PROMPT_TEMPLATE", "cache_file_name", "encoder_id_from_model_id",
-           "find_cache_file", "format_prompt", "legacy_file_name", "missing_prompts_error", "precompute_hint"]
+           "find_cache_file", "format_prompt", "legacy_file_name", "missing_prompts_error", "precompute_hint",
+           "template_problems"]
 
 PROMPT_TEMPLATE = "A video recorded from a robot's point of view executing the following instruction: {task}"
 _FORMATTED_PREFIX = "A video recorded"
@@ -24,10 +26,25 @@ INDEX_NAME = "INDEX.json"
 PRECOMPUTE_COMMAND = "embodied data precompute-text"
 
 
-def format_prompt(task: str) -> str:
-    """The prompt of a task (a task that already reads "A video recorded ..." is kept as it is)."""
+def format_prompt(task: str, template: str = PROMPT_TEMPLATE) -> str:
+    """The prompt of a task in ``template`` (its one field is ``{task}``); a task that already reads "A video
+    recorded ..." is kept as it is."""
     task = str(task)
-    return task if task.startswith(_FORMATTED_PREFIX) else PROMPT_TEMPLATE.format(task=task)
+    return task if task.startswith(_FORMATTED_PREFIX) else template.format(task=task)
+
+
+def template_problems(template: str, where: str) -> list[str]:
+    """Why ``template`` is not a prompt template (exactly the field ``{task}``), naming ``where`` it was set."""
+    import string
+
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        return [f"{where}={template!r} is not a format string ({exc})"]
+    if fields != ["task"]:
+        return [f"{where}={template!r} must contain the field {{task}} exactly once and no other field (it has "
+                f"{fields or 'none'})"]
+    return []
 
 
 def encoder_id_from_model_id(model_id: str) -> str:

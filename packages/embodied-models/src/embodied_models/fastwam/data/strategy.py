@@ -121,7 +121,8 @@ class FastWAMStrategy(DatasetStrategy):
         video = [k / fps for k in cfg.video_frame_offsets]
         delta_timestamps = {cam: list(video) for cam in cameras}
         delta_timestamps[cfg.action_key] = [k / fps for k in range(cfg.action_horizon)]
-        prompts = list(dict.fromkeys(format_prompt(task) for _, task in sorted(meta.tasks.items())))
+        tasks = [task for _, task in sorted(meta.tasks.items())]
+        prompts = list(dict.fromkeys(format_prompt(task, cfg.prompt_template) for task in tasks))
         check_text_cache(prompts, cfg, dataset=meta.root)
         feature_map = (LoongForgeStats.from_meta(meta, (cfg.action_key, cfg.state_key))
                        if cfg.stats_source == "loongforge" else None)

@@ -8,7 +8,8 @@ into the sample the collator stacks:
   ``(x - 0.5) / 0.5``;
 - ``action`` float32 [H, A]: normalized (``data.normalization_mode``), zero-padded to ``data.max_action_dim``
   (absent in inference observations), with ``action_is_pad`` bool [H];
-- ``proprio`` float32 [1, D]: the normalized current state;
+- ``proprio`` float32 [1, D]: the normalized current state (not with ``model.use_proprio=false``: then the state is
+  not read);
 - ``prompt`` (str): the task in FastWAM's template (:func:`~.prompts.format_prompt`);
 - ``image_is_pad`` bool [F] (``data.image_pad_mode=real`` only): frames read past the episode end (any camera).
 
@@ -93,12 +94,14 @@ class FastWAMSampleTransform:
     Args:
         data_config: the run's data section.
         stats: the dataset statistics (``make_transforms``' ``stats``).
+        use_proprio: read the state into ``proprio`` (``model.use_proprio``).
     """
 
-    def __init__(self, data_config: FastWAMDataConfig, stats: Stats | None) -> None:
+    def __init__(self, data_config: FastWAMDataConfig, stats: Stats | None, *, use_proprio: bool = True) -> None:
         self.cfg = data_config
         self.action_norm = Normalizer.from_stats(stats, data_config.action_key, data_config.normalization_mode)
-        self.state_norm = Normalizer.from_stats(stats, data_config.state_key, data_config.normalization_mode)
+        self.state_norm = (Normalizer.from_stats(stats, data_config.state_key, data_config.normalization_mode)
+                           if use_proprio else None)
 
     def _cameras(self, sample: Mapping[str, Any]) -> list[str]:
         cameras = camera_order(self.cfg, [k for k in sample if k.startswith("observation.images.")
@@ -132,14 +135,15 @@ class FastWAMSampleTransform:
         cfg = self.cfg
         cameras = self._cameras(sample)
         video = self._video(sample, cameras)
-        if cfg.state_key not in sample:
-            raise DataError(f"FastWAM sample lacks the state {cfg.state_key!r} (data.state_key)")
-        state = torch.as_tensor(sample[cfg.state_key]).float().reshape(-1)
         out: dict[str, Any] = {"video": video}
+        if self.state_norm is not None:
+            if cfg.state_key not in sample:
+                raise DataError(f"FastWAM sample lacks the state {cfg.state_key!r} (data.state_key)")
+            state = torch.as_tensor(sample[cfg.state_key]).float().reshape(-1)
+            out["proprio"] = self.state_norm(state)[None]
         if sample.get(cfg.action_key) is not None:
             out["action"] = self._action(sample[cfg.action_key])
-        out["proprio"] = self.state_norm(state)[None]
-        out["prompt"] = format_prompt(sample.get("task", ""))
+        out["prompt"] = format_prompt(sample.get("task", ""), cfg.prompt_template)
         if sample.get("index") is not None:  # training samples: keys the model's per-sample draws
             out["index"] = int(sample["index"])
         pad_key = f"{cfg.action_key}_is_pad"
@@ -155,19 +159,32 @@ class FastWAMSampleTransform:
 
 
 class ActionPostprocess:
-    """Sampled actions [B, H, D_model] -> dataset units [B, H, action_dim] (drops padding dims, unnormalizes)."""
+    """Sampled actions [B, H, D_model] -> dataset units [B, H, action_dim] (drops padding dims, unnormalizes), then
+    ``data.toggle_action_dimensions``: each listed dimension a becomes ``sign(-(2 a - 1))`` (lerobot's FastWAM
+    LIBERO gripper toggle, after unnormalizing)."""
 
-    def __init__(self, normalizer: Normalizer) -> None:
+    def __init__(self, normalizer: Normalizer, toggle_dimensions: tuple[int, ...] = ()) -> None:
         self.normalizer = normalizer
         self.width = int(normalizer.offset.shape[-1])
+        bad = [d for d in toggle_dimensions if not -self.width <= d < self.width]
+        if bad:
+            raise DataError(f"data.toggle_action_dimensions={list(toggle_dimensions)}: {bad} out of range for "
+                            f"{self.width} action dims (valid: {-self.width}..{self.width - 1})")
+        self.toggle = sorted({d % self.width for d in toggle_dimensions})
 
     def __call__(self, actions: torch.Tensor) -> torch.Tensor:
-        return self.normalizer.inverse(actions[..., : self.width])
+        out = self.normalizer.inverse(actions[..., : self.width])
+        if self.toggle:
+            out = out.clone()
+            out[..., self.toggle] = torch.sign(-(out[..., self.toggle] * 2.0 - 1.0))
+        return out
 
 
 def make_transforms(model_config: Any, data_config: FastWAMDataConfig, *, stats: Stats | None) -> Transforms:
     """FastWAM's data pipeline: :class:`FastWAMSampleTransform`, :class:`~.collator.FastWAMCollator` and the action
-    postprocessing (``model_config`` is not read: every setting is in the data section)."""
-    sample_transform = FastWAMSampleTransform(data_config, stats)
+    postprocessing (of ``model_config`` only ``use_proprio`` is read: every other setting is in the data section)."""
+    sample_transform = FastWAMSampleTransform(data_config, stats,
+                                              use_proprio=bool(getattr(model_config, "use_proprio", True)))
     return Transforms(sample_transform=sample_transform, collate_fn=FastWAMCollator(data_config),
-                      postprocess_actions=ActionPostprocess(sample_transform.action_norm))
+                      postprocess_actions=ActionPostprocess(sample_transform.action_norm,
+                                                            tuple(data_config.toggle_action_dimensions)))
