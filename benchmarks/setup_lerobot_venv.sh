@@ -43,10 +43,11 @@ TORCHCODEC_VERSION="$("$ROOT/.venv/bin/python" -c 'import importlib.metadata as 
   "transformers>=5.4,<5.6" "scipy>=1.14" "numpy>=2,<2.3" "draccus>=0.11.6,<0.12" "huggingface-hub>=1.6,<2" \
   "einops>=0.8" "safetensors>=0.4.3" "gymnasium>=1.1.1" "termcolor>=2.4" "tqdm>=4.66" "packaging>=24.2" \
   "Pillow>=10" "opencv-python-headless>=4.9" "requests>=2.32" "psutil" \
-  "accelerate>=1.14,<2" "num2words>=0.5.14,<0.6" "metaworld==3.0.0" "mujoco==3.3.0"
+  "accelerate>=1.14,<2" "num2words>=0.5.14,<0.6" "metaworld==3.0.0" "mujoco==3.3.0" "diffusers==0.39.0"
 # Above: accelerate (lerobot-train's loop) and num2words (SmolVLM's processor) are lerobot's smolvla/training extras;
 # metaworld 3.0.0 is what its metaworld extra pins, with mujoco 3.3.0 (the frames depend on the mujoco version; the
-# golden fixtures/metaworld_lerobot was recorded with it).
+# golden fixtures/metaworld_lerobot was recorded with it). diffusers (lerobot's fastwam/groot/lingbot_va extras; 0.39.0
+# made the shared goldens) for the second-golden generators benchmarks/<port>_second_golden.py.
 
 "$VENV/bin/python" "$ROOT/scripts/patch_torchvision.py" >/dev/null
 
