@@ -102,6 +102,10 @@ class TrainingArgs:
     batch_drop_last: bool = False
     """Drop the last incomplete batch of each epoch on every rank. Off (the default), the epoch ends with a
     smaller batch; every rank holds the same number of samples, so the ranks stay in step either way."""
+    record_augmentation_draws: int = attrs.field(default=0, validator=non_negative)
+    """Write the image augmentation draws (ops and parameters per camera) of the first N training samples to
+    <output-dir>/augmentation_draws.jsonl, next to metrics.jsonl, to see what data.image_augmentation applies
+    (0: none). Needs data.image_augmentation."""
 
     # --- Training basics ---
     train_iters: int = attrs.field(default=150000, validator=positive)

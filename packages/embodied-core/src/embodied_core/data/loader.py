@@ -57,13 +57,15 @@ def sample_seed(seed: int, epoch: int, index: int) -> int:
 
 
 class _SeededTransformDataset(Dataset):
-    """Applies the sample transform under RNG state derived from ``(seed, epoch, index)``."""
+    """Applies the image augmentation (seeded by itself) and the sample transform under RNG state derived from
+    ``(seed, epoch, index)``."""
 
     def __init__(self, dataset: Any, transform: Callable[[dict[str, Any]], dict[str, Any]] | None,
-                 seed: int) -> None:
+                 seed: int, augmentation: Callable[..., dict[str, Any]] | None = None) -> None:
         self.dataset = dataset
         self.transform = transform
         self.seed = seed
+        self.augmentation = augmentation
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -76,7 +78,14 @@ class _SeededTransformDataset(Dataset):
         torch.default_generator.manual_seed(seed)
         random.seed(seed)
         np.random.seed(seed % 2**32)
-        return self.transform(self.dataset[index])
+        return self.transform(self._augmented(key))
+
+    def _augmented(self, key: tuple[int, int]) -> dict[str, Any]:
+        # The augmentation draws from its own per-sample seed inside fork_rng, so the transform's stream is the
+        # same with and without it.
+        epoch, index = key
+        sample = self.dataset[index]
+        return sample if self.augmentation is None else self.augmentation(sample, epoch=epoch, index=index)
 
     def __getitem__(self, key: tuple[int, int]) -> dict[str, Any] | WorkerFailure:
         samples = self.__getitems__([key])
@@ -98,7 +107,7 @@ class _SeededTransformDataset(Dataset):
 
     def _samples(self, keys: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
         if self.transform is None:  # no transform, no randomness to seed: the samples as the dataset gives them
-            return [self.dataset[index] for _, index in keys]
+            return [self._augmented(key) for key in keys]
         py_state, np_state = random.getstate(), np.random.get_state()
         with torch.random.fork_rng(devices=[]):
             try:
@@ -145,6 +154,8 @@ class ResumableLoader:
         share_fn: maps the epoch's global order to this rank's indices (a sampler plugin).
         seed: seeds the epoch order and per-sample randomness.
         sample_transform, collate_fn: the model's data pipeline.
+        augmentation: ``augmentation(sample, epoch=, index=) -> sample``, applied to each sample before
+            ``sample_transform`` (the image augmentation, which seeds its own draws per sample).
         shuffle: shuffle each epoch (seeded by ``(seed, epoch)``); False reads the dataset in its own order.
         drop_last: drop the last incomplete batch of each epoch; False ends each epoch with a smaller batch.
         rank_seed: added to ``seed`` for the per-sample and worker randomness (augmentations) only, not for the
@@ -173,6 +184,7 @@ class ResumableLoader:
         seed: int,
         sample_transform: Callable[[dict[str, Any]], dict[str, Any]] | None,
         collate_fn: Callable[[Sequence[Mapping[str, Any]]], Any],
+        augmentation: Callable[..., dict[str, Any]] | None = None,
         shuffle: bool = True,
         drop_last: bool = True,
         rank_seed: int = 0,
@@ -186,7 +198,7 @@ class ResumableLoader:
         streaming_window_blocks: int = 4,
         order: EpochOrder | None = None,
     ) -> None:
-        self._dataset = _SeededTransformDataset(dataset, sample_transform, seed + rank_seed)
+        self._dataset = _SeededTransformDataset(dataset, sample_transform, seed + rank_seed, augmentation)
         self.batch_size = batch_size
         self.share_fn = share_fn
         self.seed = seed
