@@ -1,0 +1,61 @@
+"""The ``lerobot`` augmentation preset against lerobot 0.6.1's own ImageTransforms, bit for bit given the same draws.
+
+Golden: ``tests/fixtures/augment_lerobot/`` from ``benchmarks/augment_lerobot_golden.py`` (lerobot's code in the
+side venv): frames of 48 x 64, 240 x 352 and odd sizes, 1 to 3 cameras, single frames and video windows, several
+seeds (each picks another subset of the six transforms).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from benchmarks.augment_frames import camera_frames, sha256
+from embodied_core.config.image_augmentation import ImageAugmentationConfig
+from embodied_core.data.image_augmentation import build_ops, resolve_augmentation
+from embodied_core.data.image_augmentation.pipeline import ImageAugmentation
+from tests.support import REPO_ROOT
+
+FIXTURE = REPO_ROOT / "tests" / "fixtures" / "augment_lerobot"
+EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def lerobot_preset() -> ImageAugmentation:
+    settings = resolve_augmentation(ImageAugmentationConfig(preset="lerobot"))
+    assert settings is not None
+    # seed_by_index: a sample's draws come from torch.manual_seed(index), the golden's torch.manual_seed(seed)
+    return ImageAugmentation(settings, build_ops(settings), seed=0, seed_by_index=True)
+
+
+def test_preset_settings_are_lerobots_defaults(lerobot_preset: ImageAugmentation) -> None:
+    config = EXPECTED["config"]
+    assert lerobot_preset.settings.max_num_ops == config["max_num_transforms"] == 3
+    assert lerobot_preset.settings.random_order is config["random_order"] is False
+    ours = [(e.name, e.weight) for e in lerobot_preset.entries]
+    assert [w for _, w in ours] == [t["weight"] for t in config["tfs"].values()]
+    assert [n for n, _ in ours] == ["color_jitter"] * 4 + ["sharpness_jitter", "random_affine"]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED["cases"]))
+def test_frames_equal_lerobots(lerobot_preset: ImageAugmentation, case: str) -> None:
+    spec = EXPECTED["cases"][case]
+    height, width = spec["size"]
+    keys = [f"observation.images.cam{c}" for c in range(spec["cameras"])]
+    inputs = {key: camera_frames(height, width, camera=c, frames=spec["frames"]) for c, key in enumerate(keys)}
+    small = load_file(str(FIXTURE / "small.safetensors")) if height == 48 else {}
+    for run in spec["runs"]:
+        sample = {**inputs, "task": "t"}
+        out, applied = lerobot_preset.augment(sample, epoch=0, index=run["seed"])
+        for c, (key, cam) in enumerate(zip(keys, run["cameras"], strict=True)):
+            assert sha256(inputs[key]) == cam["input"], "the synthetic frames changed: regenerate the golden"
+            names = [op["op"] for op in applied[key]]
+            assert len(names) == len(cam["transforms"]) == 3
+            stored = small.get(f"{case}/{run['seed']}/{c}")
+            if stored is not None:
+                assert torch.equal(out[key], stored), f"seed {run['seed']} {key}: {cam['transforms']}"
+            assert sha256(out[key]) == cam["output"], f"seed {run['seed']} {key}: lerobot applied {cam['transforms']}"
+        assert out["task"] == "t"
