@@ -271,6 +271,9 @@ class PolicyMetadata:
         fps: the control rate of the training data.
         needs_task: whether observations must carry a ``task`` string.
         device: where inference runs.
+        embodiment: the embodiment these fields describe (a policy trained on a dataset mixture), else None.
+        embodiments: every embodiment ``predict_action(obs, embodiment=...)`` accepts (empty: trained on one
+            dataset).
     """
 
     model_name: str
@@ -289,6 +292,8 @@ class PolicyMetadata:
     fps: float | None
     needs_task: bool
     device: str
+    embodiment: str | None = None
+    embodiments: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON/msgpack-serializable data (tuples become lists)."""
@@ -309,6 +314,10 @@ class Policy(Protocol):
         ``[action_horizon, action_dim]`` in dataset units, with exactly training's pre- and post-processing.
         A bad observation raises ``ObservationError`` naming the key and what is expected; the policy stays
         usable. Noise comes from the policy's own generator (seeded at load and by :meth:`reset`).
+
+        A policy trained on a dataset mixture (:attr:`PolicyMetadata.embodiments` not empty) also takes the
+        keyword ``embodiment=TAG``: the observation is then read with that embodiment's interface and statistics
+        and the actions come back in its units (None: the default embodiment, the one ``metadata`` describes).
         """
         ...
 

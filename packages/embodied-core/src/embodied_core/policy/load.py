@@ -17,6 +17,7 @@ import attrs
 from embodied_core.checkpoint.layout import META_FILE, MODEL_PT, MODEL_SAFETENSORS
 from embodied_core.config.converter import structure
 from embodied_core.errors import CheckpointError
+from embodied_core.policy.embodiments import PolicyEmbodiment, read_embodiments, select_embodiment
 from embodied_core.policy.folder import (
     ASSETS_DIR,
     POLICY_FILE,
@@ -90,6 +91,8 @@ class PolicyFolder:
         model_config, data_config: the resolved sections of training, as attrs objects.
         stats: the normalization statistics training used (float64).
         step: the training step of the weights (None when unknown).
+        embodiments, default_embodiment: a run on a dataset mixture's embodiments by tag and its default tag
+            (:mod:`embodied_core.policy.embodiments`); empty and None for a run on one dataset.
     """
 
     path: Path
@@ -99,6 +102,13 @@ class PolicyFolder:
     data_config: Any
     stats: Stats
     step: int | None
+    embodiments: dict[str, PolicyEmbodiment] = attrs.field(factory=dict)
+    default_embodiment: str | None = None
+
+    def embodiment(self, tag: str | None = None) -> PolicyEmbodiment | None:
+        """Embodiment ``tag`` (None: the default); None for a folder without embodiments. ObservationError for a
+        tag the folder does not have."""
+        return select_embodiment(self.embodiments, self.default_embodiment, tag)
 
     @property
     def interface(self) -> dict[str, Any]:
@@ -110,9 +120,11 @@ class PolicyFolder:
         """The folder's ``assets/`` directory (model-specific inference files)."""
         return self.path / ASSETS_DIR
 
-    def metadata(self, *, device: str, **overrides: Any) -> PolicyMetadata:
-        """The :class:`PolicyMetadata` of this folder (``overrides`` replace fields a policy class computes)."""
-        io = self.interface
+    def metadata(self, *, device: str, embodiment: str | None = None, **overrides: Any) -> PolicyMetadata:
+        """The :class:`PolicyMetadata` of this folder, of its embodiment ``embodiment`` (None: the default) for a
+        folder with embodiments (``overrides`` replace fields a policy class computes)."""
+        chosen = self.embodiment(embodiment)
+        io = chosen.interface if chosen is not None else self.interface
         cameras = tuple(io["camera_keys"])
         first = tuple(io["image_shapes"][cameras[0]]) if cameras else (0, 0, 0)
         fields: dict[str, Any] = {
@@ -123,7 +135,8 @@ class PolicyFolder:
             "action_key": io["action_key"], "action_dim": int(io["action_dim"]),
             "action_names": tuple(io["action_names"]) if io.get("action_names") else None,
             "action_horizon": int(io["action_horizon"]), "fps": io.get("fps"), "needs_task": bool(io["needs_task"]),
-            "device": str(device),
+            "device": str(device), "embodiment": chosen.tag if chosen is not None else None,
+            "embodiments": tuple(self.embodiments),
         }
         return PolicyMetadata(**{**fields, **overrides})
 
@@ -149,16 +162,20 @@ class PolicyFolder:
             return data_config
         return attrs.evolve(data_config, tokenizer_path=path)
 
-    def build_transforms(self, model_config: Any = None, data_config: Any = None) -> Transforms:
-        """The model's transforms built with the stored statistics (and the folder's tokenizer)."""
+    def build_transforms(self, model_config: Any = None, data_config: Any = None, *,
+                         embodiment: str | None = None) -> Transforms:
+        """The model's transforms built with the stored statistics (and the folder's tokenizer); for a folder with
+        embodiments, embodiment ``embodiment``'s (None: the default) data section and statistics."""
         from embodied_core.model_api import Transforms
 
         make_transforms = self.spec.load_transforms()
         if make_transforms is None:
             return Transforms()
+        chosen = self.embodiment(embodiment)
         model_config = self.model_config if model_config is None else model_config
-        data_config = self._with_tokenizer(self.data_config if data_config is None else data_config)
-        return make_transforms(model_config, data_config, stats=self.stats)
+        own = chosen.data_config if chosen is not None else self.data_config
+        data_config = self._with_tokenizer(own if data_config is None else data_config)
+        return make_transforms(model_config, data_config, stats=chosen.stats if chosen is not None else self.stats)
 
     def build_model(self, model_config: Any = None, data_config: Any = None, *, device: str = "cpu") -> nn.Module:
         """The model from its plugin factory with the folder's weights loaded strictly, in eval mode.
@@ -202,8 +219,10 @@ def read_policy_folder(path: str | Path) -> PolicyFolder:
     model_config = structure(doc["model_config"], spec.model_config, path="model", source=source)
     data_config = structure(doc["data_config"], spec.data_config, path="data", source=source)
     stats = read_stats(folder / doc.get("stats_file", STATS_FILE))
+    embodiments, default = read_embodiments(folder, doc, spec.data_config, default_stats=stats)
     return PolicyFolder(path=folder, doc=doc, spec=spec, model_config=model_config, data_config=data_config,
-                        stats=stats, step=checkpoint_step(folder, doc))
+                        stats=stats, step=checkpoint_step(folder, doc), embodiments=embodiments,
+                        default_embodiment=default)
 
 
 def load_policy(path: str | Path, *, device: str = "cpu", seed: int = 0) -> Policy:

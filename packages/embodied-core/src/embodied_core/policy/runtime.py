@@ -24,11 +24,12 @@ from torch import nn
 
 from embodied_core.config.run_config import RunConfig
 from embodied_core.model_api import Transforms
+from embodied_core.policy.embodiments import select_embodiment
 from embodied_core.policy.load import PolicyFolder
 from embodied_core.policy.observation import TASK_KEY, check_keys, image_frames, state_vector, task_string
 from embodied_core.protocols import PolicyMetadata
 
-__all__ = ["NoiseGenerator", "TransformsPolicy"]
+__all__ = ["EmbodimentView", "NoiseGenerator", "TransformsPolicy"]
 
 
 class NoiseGenerator:
@@ -71,6 +72,28 @@ def _device_module(device: torch.device) -> Any:
     return getattr(torch, device.type)
 
 
+class EmbodimentView:
+    """What :class:`TransformsPolicy` serves one embodiment with: its transforms (data section and statistics), its
+    metadata (interface) and its frame shapes and histories."""
+
+    def __init__(self, transforms: Transforms, metadata: PolicyMetadata, *,
+                 image_shapes: Mapping[str, tuple[int, int, int]], image_history: int, state_history: int) -> None:
+        self.transforms = transforms
+        self.metadata = metadata
+        self.image_shapes = dict(image_shapes)
+        self.image_history = image_history
+        self.state_history = state_history
+
+    @classmethod
+    def of_folder(cls, folder: PolicyFolder, tag: str | None, *, device: str) -> EmbodimentView:
+        """Embodiment ``tag`` of ``folder`` (None: its default)."""
+        chosen = folder.embodiment(tag)
+        io = chosen.interface if chosen is not None else folder.interface
+        return cls(folder.build_transforms(embodiment=tag), folder.metadata(device=device, embodiment=tag),
+                   image_shapes={k: tuple(v) for k, v in io["image_shapes"].items()},
+                   image_history=int(io.get("image_history", 1)), state_history=int(io.get("state_history", 1)))
+
+
 class TransformsPolicy:
     """A model plugin served through its own transforms (the default policy class of every model).
 
@@ -95,6 +118,8 @@ class TransformsPolicy:
         self.device = torch.device(metadata.device)
         self.noise = NoiseGenerator(self.device, seed)
         self._history: dict[str, deque[torch.Tensor]] = {}
+        self._folder: PolicyFolder | None = None  # set by from_folder: the other embodiments are built from it
+        self._views: dict[str, EmbodimentView] = {}
 
     # ------------------------------------------------------------------ policy class protocol
     @classmethod
@@ -105,11 +130,12 @@ class TransformsPolicy:
     @classmethod
     def from_folder(cls, folder: PolicyFolder, *, device: str, seed: int) -> TransformsPolicy:
         """The model and transforms of ``folder`` on ``device``."""
-        io = folder.interface
-        return cls(folder.build_model(device=device), folder.build_transforms(), folder.metadata(device=device),
-                   image_shapes={k: tuple(v) for k, v in io["image_shapes"].items()},
-                   image_history=int(io.get("image_history", 1)), state_history=int(io.get("state_history", 1)),
-                   seed=seed)
+        default = EmbodimentView.of_folder(folder, None, device=device)
+        policy = cls(folder.build_model(device=device), default.transforms, default.metadata,
+                     image_shapes=default.image_shapes, image_history=default.image_history,
+                     state_history=default.state_history, seed=seed)
+        policy._folder = folder
+        return policy
 
     # ------------------------------------------------------------------ Policy
     def reset(self) -> None:
@@ -117,26 +143,43 @@ class TransformsPolicy:
         self._history.clear()
         self.noise.reset()
 
-    def observation_to_sample(self, observation: Mapping[str, Any]) -> dict[str, Any]:
+    def view(self, embodiment: str | None = None) -> EmbodimentView:
+        """What embodiment ``embodiment`` is served with (None: the default one, the policy's own attributes);
+        ObservationError for a tag the policy was not trained on."""
+        if embodiment is None or embodiment == self.metadata.embodiment:
+            return EmbodimentView(self.transforms, self.metadata, image_shapes=self.image_shapes,
+                                  image_history=self.image_history, state_history=self.state_history)
+        if self._folder is None:  # built without a folder: one embodiment only
+            select_embodiment({}, None, embodiment)
+        if embodiment not in self._views:
+            assert self._folder is not None
+            self._views[embodiment] = EmbodimentView.of_folder(self._folder, embodiment, device=str(self.device))
+        return self._views[embodiment]
+
+    def observation_to_sample(self, observation: Mapping[str, Any], *,
+                              embodiment: str | None = None) -> dict[str, Any]:
         """The checked observation as a training-style sample dict (no ``action``); raises ObservationError."""
-        meta = self.metadata
+        view = self.view(embodiment)
+        meta = view.metadata
         required = [*meta.camera_keys, meta.state_key] + ([TASK_KEY] if meta.needs_task else [])
         check_keys(observation, required=required, optional=[] if meta.needs_task else [TASK_KEY])
-        sample: dict[str, Any] = {key: image_frames(observation[key], key, self.image_shapes[key])
+        sample: dict[str, Any] = {key: image_frames(observation[key], key, view.image_shapes[key])
                                   for key in meta.camera_keys}
         sample[meta.state_key] = state_vector(observation[meta.state_key], meta.state_key, meta.state_dim)
         if TASK_KEY in observation:
             sample[TASK_KEY] = task_string(observation[TASK_KEY])
-        return self._with_history(sample)
+        return self._with_history(sample, view)
 
-    def _with_history(self, sample: dict[str, Any]) -> dict[str, Any]:
+    def _with_history(self, sample: dict[str, Any], view: EmbodimentView | None = None) -> dict[str, Any]:
         """Stacks the last frames per key when training used a history (``[T, ...]`` + ``<key>_is_pad``)."""
-        lengths = {key: self.image_history for key in self.metadata.camera_keys}
-        lengths[self.metadata.state_key] = self.state_history
+        view = view if view is not None else self.view()
+        lengths = {key: view.image_history for key in view.metadata.camera_keys}
+        lengths[view.metadata.state_key] = view.state_history
+        prefix = "" if view.metadata.embodiment in (None, self.metadata.embodiment) else f"{view.metadata.embodiment}/"
         for key, length in lengths.items():
             if length == 1:
                 continue
-            seen = self._history.setdefault(key, deque(maxlen=length))
+            seen = self._history.setdefault(prefix + key, deque(maxlen=length))
             seen.append(sample[key])
             pads = length - len(seen)
             sample[key] = torch.stack([seen[0]] * pads + list(seen))
@@ -144,13 +187,16 @@ class TransformsPolicy:
         return sample
 
     @torch.no_grad()
-    def predict_action(self, observation: Mapping[str, Any]) -> np.ndarray:
-        """Raw observation -> float32 ``[action_horizon, action_dim]`` in dataset units (see the module doc)."""
-        sample = self.observation_to_sample(observation)
-        transformed = self.transforms.sample_transform(sample) if self.transforms.sample_transform else sample
-        batch = self.transforms.collate_fn([transformed]).to(self.device)
+    def predict_action(self, observation: Mapping[str, Any], *, embodiment: str | None = None) -> np.ndarray:
+        """Raw observation -> float32 ``[action_horizon, action_dim]`` in dataset units (see the module doc);
+        ``embodiment``: which of a mixture-trained policy's embodiments the observation comes from (None: the
+        default), with its own interface, statistics and action width."""
+        transforms = self.view(embodiment).transforms
+        sample = self.observation_to_sample(observation, embodiment=embodiment)
+        transformed = transforms.sample_transform(sample) if transforms.sample_transform else sample
+        batch = transforms.collate_fn([transformed]).to(self.device)
         with self.noise.active():
             actions = self.model.sample_actions(batch)
-        if self.transforms.postprocess_actions is not None:
-            actions = self.transforms.postprocess_actions(actions)
+        if transforms.postprocess_actions is not None:
+            actions = transforms.postprocess_actions(actions)
         return actions[0].detach().float().cpu().numpy()

@@ -28,6 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
     parser.add_argument("--device", default="cpu", help="inference device, e.g. cpu, cuda, cuda:1 (default cpu)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the policy's noise generator (default 0)")
+    parser.add_argument("--embodiment", default=None, metavar="TAG",
+                        help="a policy trained on a dataset mixture: the embodiment served by default (its cameras, "
+                             "state and statistics); a request may name another under the key 'embodiment' "
+                             "(default: the policy's default embodiment)")
     parser.add_argument("--api-key", default=None,
                         help="require the header 'Authorization: Api-Key KEY' (openpi_client's api_key=); the key "
                              "shows in the process list: --api-key-file or EMBODIED_SERVE_API_KEY keep it out")
@@ -108,6 +112,8 @@ def _banner(server: PolicyServer) -> str:
         f"actions  {meta.action_key} [{meta.action_horizon}, {meta.action_dim}] per request"
         + (f" at {meta.fps:g} fps" if meta.fps else ""),
         f"device   {meta.device}",
+        *([f"embodiment {meta.embodiment} (per request: key 'embodiment', one of {', '.join(meta.embodiments)})"]
+          if meta.embodiments else []),
         f"key map  {server.key_map.describe()}",
         f"auth     {'Api-Key header required' if server.requires_api_key else 'none'}",
         f"limits   {server.max_connections} connections, idle timeout "
@@ -135,6 +141,9 @@ def main(argv: Sequence[str]) -> int:
     from embodied_eval.server import PolicyServer
 
     policy = load_policy(args.checkpoint, device=args.device, seed=args.seed)
+    from embodied_core.policy.embodiments import EmbodimentPolicy
+
+    policy = EmbodimentPolicy(policy, args.embodiment)  # --embodiment, and an 'embodiment' key per request
     server = PolicyServer(policy, host=args.host, port=args.port, api_key=api_key, key_map=key_map,
                           max_message_bytes=max_message_bytes, max_connections=args.max_connections,
                           idle_timeout_s=args.idle_timeout or None, handshake_timeout_s=args.handshake_timeout)
