@@ -13,7 +13,7 @@ import pytest
 
 from embodied_core import load_policy
 from embodied_core.data.dataset import build_training_dataset
-from embodied_core.errors import CheckpointError, ObservationError
+from embodied_core.errors import CheckpointError, ExternalReferenceError, ObservationError
 from embodied_core.policy import folder as policy_folder
 from embodied_core.policy.folder import read_stats, write_stats
 from tests.core.policy_support import (
@@ -113,10 +113,12 @@ def test_a_large_tokenizer_is_referenced_and_must_exist(tmp_path, monkeypatch):
     doc = json.loads((checkpoint / "policy.json").read_text())
     assert doc["tokenizer"] == {"source": str(tokenizer.resolve()), "files": None}
     assert not (checkpoint / "tokenizer").exists()
-    assert load_policy(checkpoint).metadata.step == 2
+    with pytest.raises(ExternalReferenceError, match=r"tokenizer.source = .*big_tokenizer"):
+        load_policy(checkpoint)  # outside the folder and its run: read only when allowed
+    assert load_policy(checkpoint, allow_external_references=True).metadata.step == 2
     shutil.rmtree(tokenizer)
     with pytest.raises(CheckpointError, match=r"big_tokenizer.*does not exist on this machine"):
-        load_policy(checkpoint)
+        load_policy(checkpoint, allow_external_references=True)
 
 
 def test_a_hub_tokenizer_id_is_recorded_as_a_reference():

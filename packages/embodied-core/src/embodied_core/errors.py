@@ -15,6 +15,7 @@ __all__ = [
     "ConfigError",
     "DataError",
     "EmbodiedError",
+    "ExternalReferenceError",
     "IncompatiblePluginError",
     "NotSupportedYetError",
     "ObservationError",
@@ -80,6 +81,12 @@ class PluginLoadError(PluginError):
     A usage error (exit code 2) like every other problem found before a run starts: a broken model, optimizer
     or logger is reported the same way, and the fix is in the environment (reinstall, deselect or block it).
     """
+
+
+class ExternalReferenceError(UsageError):
+    """A policy folder names files outside itself (``../``, an absolute path, a symbolic link, a hub id) and the
+    caller did not allow external references (``--allow-external-references``); the message lists each one and
+    what it would read."""
 
 
 class CheckpointError(EmbodiedError):

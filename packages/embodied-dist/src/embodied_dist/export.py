@@ -26,13 +26,16 @@ def add_export_parser(commands: argparse._SubParsersAction) -> None:
     export.add_argument("src", type=Path, help="a checkpoint directory (step_N), a run's --output-dir (its newest "
                         "checkpoint) or an exported folder")
     export.add_argument("dst", type=Path, help="the folder to write (must not exist, or be empty)")
+    export.add_argument("--allow-external-references", action="store_true",
+                        help="copy files the policy folder references outside itself (../ or absolute paths, "
+                             "symbolic links); refused by default: the error lists them")
 
 
 def run_export(args: argparse.Namespace) -> int:
     """Runs ``export`` and prints what it wrote."""
     from embodied_core.policy.export import export_policy
 
-    result = export_policy(args.src, args.dst)
+    result = export_policy(args.src, args.dst, allow_external_references=args.allow_external_references)
     step = f"step {result.step}" if result.step is not None else "unknown step"
     print(f"exported {result.source} ({step}) to {result.destination}: {result.num_tensors} tensors, "
           f"{result.num_bytes / 2**20:.1f} MB of weights")

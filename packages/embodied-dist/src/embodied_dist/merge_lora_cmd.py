@@ -25,13 +25,16 @@ def add_merge_lora_parser(commands: argparse._SubParsersAction) -> None:
     merge.add_argument("src", type=Path, help="a LoRA checkpoint directory (step_N) or a run's --output-dir (its "
                        "newest checkpoint)")
     merge.add_argument("dst", type=Path, help="the folder to write (must not exist, or be empty)")
+    merge.add_argument("--allow-external-references", action="store_true",
+                       help="read the base weights lora_base.json references (and other files) outside the "
+                            "checkpoint's folder or run directory; refused by default: the error lists them")
 
 
 def run_merge_lora(args: argparse.Namespace) -> int:
     """Runs ``merge-lora`` and prints what it wrote."""
     from embodied_core.lora.merge import merge_lora
 
-    result = merge_lora(args.src, args.dst)
+    result = merge_lora(args.src, args.dst, allow_external_references=args.allow_external_references)
     step = f"step {result.step}" if result.step is not None else "unknown step"
     print(f"merged {result.num_layers} LoRA layer(s) of {result.source} ({step}) into {result.destination}: "
           f"{result.num_tensors} tensors")

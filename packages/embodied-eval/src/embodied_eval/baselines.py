@@ -75,11 +75,11 @@ class MeanActionPolicy:
         """Nothing to reset."""
 
 
-def mean_action_of(checkpoint: str, action_key: str) -> np.ndarray:
+def mean_action_of(checkpoint: str, action_key: str, *, allow_external_references: bool = False) -> np.ndarray:
     """The mean action training used, from the policy folder's ``stats.safetensors``."""
     from embodied_core.policy import read_policy_folder
 
-    stats = read_policy_folder(checkpoint).stats
+    stats = read_policy_folder(checkpoint, allow_external_references=allow_external_references).stats
     if action_key not in stats or "mean" not in stats[action_key]:
         raise UsageError(f"{checkpoint}: its statistics have no mean of {action_key!r} (keys: "
                          f"{', '.join(stats) or 'none'}); the mean_action baseline needs it")
@@ -87,7 +87,8 @@ def mean_action_of(checkpoint: str, action_key: str) -> np.ndarray:
 
 
 def make_baseline(name: str, metadata: PolicyMetadata, *, checkpoint: str | None,
-                  hold: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
+                  hold: Callable[[np.ndarray], np.ndarray] | None = None,
+                  allow_external_references: bool = False) -> Any:
     """The baseline ``name`` for an environment whose layout ``metadata`` describes (``hold``: its
     ``state -> action`` that keeps the robot still; None: the state itself)."""
     if name == "hold":
@@ -96,5 +97,6 @@ def make_baseline(name: str, metadata: PolicyMetadata, *, checkpoint: str | None
         if not checkpoint:
             raise UsageError("the mean_action baseline reads the training statistics of a local checkpoint; "
                              "give CHECKPOINT (with --server, the served checkpoint must be readable here)")
-        return MeanActionPolicy(metadata, mean_action_of(checkpoint, metadata.action_key))
+        return MeanActionPolicy(metadata, mean_action_of(checkpoint, metadata.action_key,
+                                                         allow_external_references=allow_external_references))
     raise UsageError(f"unknown baseline {name!r}; valid: {', '.join(BASELINES)}")

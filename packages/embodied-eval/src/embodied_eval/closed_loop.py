@@ -143,7 +143,7 @@ def evaluate(checkpoint: str | Path | None = None, *, env: str, settings: Rollou
              output_dir: str | Path = "outputs/eval", server: str | None = None, api_key: str | None = None,
              device: str = "cpu", policy_seed: int = 0, baselines: Sequence[str] = (),
              env_options: Mapping[str, Any] | None = None, env_flags: Mapping[str, str] | None = None,
-             show_progress: bool = True) -> EvalReport:
+             show_progress: bool = True, allow_external_references: bool = False) -> EvalReport:
     """Closed-loop evaluation of ``checkpoint`` (or of the policy ``server`` serves) in env plugin ``env``.
 
     Writes ``<output_dir>/eval.json`` (and ``baselines/<name>/eval.json`` per baseline, measured on the same
@@ -154,6 +154,8 @@ def evaluate(checkpoint: str | Path | None = None, *, env: str, settings: Rollou
     Args:
         env_options: the env's options (``--env-option``; from Python: field values of its options class).
         env_flags: its option flags as typed (``{"task": "reach-v3"}``), parsed by the options class.
+        allow_external_references: let the checkpoint's policy folder make us read files outside it
+            (``embodied_core.load_policy``'s argument).
     """
     settings = settings or RolloutSettings()
     _check_settings(settings, baselines)
@@ -169,7 +171,8 @@ def evaluate(checkpoint: str | Path | None = None, *, env: str, settings: Rollou
             return RemotePolicy(server, api_key=api_key)
         from embodied_core import load_policy
 
-        return load_policy(checkpoint, device=device, seed=policy_seed)
+        return load_policy(checkpoint, device=device, seed=policy_seed,
+                           allow_external_references=allow_external_references)
 
     first = load()
     metadata = first.metadata
@@ -203,7 +206,8 @@ def evaluate(checkpoint: str | Path | None = None, *, env: str, settings: Rollou
     baseline_docs: dict[str, dict[str, Any]] = {}
     local_checkpoint = str(checkpoint) if checkpoint is not None else metadata.checkpoint
     for name in baselines:
-        baseline = make_baseline(name, metadata, checkpoint=local_checkpoint, hold=hold)
+        baseline = make_baseline(name, metadata, checkpoint=local_checkpoint, hold=hold,
+                                 allow_external_references=allow_external_references)
         out = output_dir / "baselines" / name
         runs = attrs.evolve(settings, replan_steps=1, ensemble_decay=None,
                             video_dir=out / "videos" if settings.video_dir else None)

@@ -52,7 +52,7 @@ def _observation(sample: dict[str, Any], metadata: Any) -> dict[str, Any]:
 
 def offline_eval(checkpoint: str | Path, dataset: str | Path, *, output_dir: str | Path,
                  episodes: Sequence[int] | None = None, stride: int = 1, device: str = "cpu", seed: int = 0,
-                 video_backend: str = "pyav") -> dict[str, Any]:
+                 video_backend: str = "pyav", allow_external_references: bool = False) -> dict[str, Any]:
     """Open-loop evaluation; writes ``offline_eval.json`` and ``offline_eval.png`` and returns the json document."""
     from embodied_data.lerobot.metadata import LeRobotMeta
 
@@ -68,7 +68,7 @@ def offline_eval(checkpoint: str | Path, dataset: str | Path, *, output_dir: str
     from embodied_core import load_policy
     from embodied_data.lerobot.dataset import LeRobotDataset
 
-    policy = load_policy(checkpoint, device=device, seed=seed)
+    policy = load_policy(checkpoint, device=device, seed=seed, allow_external_references=allow_external_references)
     metadata = policy.metadata
     _check_keys(metadata, dict(meta.features), root)
     horizon = metadata.action_horizon

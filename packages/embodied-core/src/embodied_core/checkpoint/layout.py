@@ -8,7 +8,6 @@ renamed only when every file is on disk.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -84,13 +83,12 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     Raises:
         CheckpointError: naming ``meta.json`` when it is missing, truncated, not JSON, or lacks a key.
     """
+    from embodied_core.documents import read_json_document
+
     meta_path = Path(path) / META_FILE
     if not meta_path.is_file():
         raise CheckpointError(f"{meta_path}: file is missing ({path} is not a complete checkpoint)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{meta_path}: not readable JSON (truncated or corrupt): {exc}") from None
+    meta = read_json_document(meta_path, error=CheckpointError)
     if not isinstance(meta, dict):
         raise CheckpointError(f"{meta_path}: holds a {type(meta).__name__}, expected an object")
     for key, kind in _META_KEYS.items():

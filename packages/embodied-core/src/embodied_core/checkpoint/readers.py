@@ -8,7 +8,6 @@ checkpoint code and every checkpoint format read through these functions.
 
 from __future__ import annotations
 
-import json
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -51,14 +50,11 @@ def torch_load(path: str | Path, *, lazy: bool = False) -> Any:
 
 
 def read_json(path: str | Path) -> Any:
-    """The JSON document in ``path``; CheckpointError naming it when missing, truncated or not JSON."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: file is missing")
-    try:
-        return json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: not readable JSON (truncated or corrupt): {_reason(exc)}") from None
+    """The JSON document in ``path``; CheckpointError naming it when missing, truncated, not JSON, or beyond the
+    size and nesting limits of :mod:`embodied_core.documents`."""
+    from embodied_core.documents import read_json_document
+
+    return read_json_document(path, error=CheckpointError)
 
 
 def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:

@@ -75,22 +75,23 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"--config-file {path}: no such file")
-    import yaml
+    from embodied_core.documents import load_yaml_text, read_text_bounded
 
     try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"not valid YAML: {exc}"], source=str(path)) from None
-    return _check_document(doc, str(path))
+        text = read_text_bounded(path, error=ConfigError)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"cannot read it ({type(exc).__name__}: {exc})"], source=str(path)) from None
+    # size, depth and alias expansion bounded: a config may come from someone else
+    return _check_document(load_yaml_text(text, source=str(path), error=ConfigError), str(path))
 
 
 def read_package_yaml(resource: str) -> dict[str, Any]:
     """Reads a model's default YAML named ``"package:relative/path.yaml"``."""
-    import yaml
+    from embodied_core.documents import load_yaml_text
 
     package, _, relative = resource.partition(":")
     text = importlib.resources.files(package).joinpath(relative).read_text()
-    return _check_document(yaml.safe_load(text), resource)
+    return _check_document(load_yaml_text(text, source=resource, error=ConfigError), resource)
 
 
 def flag_name(field_name: str) -> str:

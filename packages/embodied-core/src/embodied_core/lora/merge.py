@@ -61,12 +61,15 @@ def merge_and_unload(model: nn.Module) -> int:
     return len(layers)
 
 
-def merge_lora(src: str | Path, dst: str | Path) -> MergeResult:
+def merge_lora(src: str | Path, dst: str | Path, *, allow_external_references: bool = False) -> MergeResult:
     """Writes the policy folder of ``src`` with the adapters merged into the base weights to ``dst``.
 
     Args:
         src: a LoRA checkpoint directory, or a run's ``--output-dir`` (its newest checkpoint).
         dst: a new (or empty) directory.
+        allow_external_references: read base weights (or other files) outside ``src``'s folder or run directory
+            (a ``--pretrained-checkpoint`` base always is); refused by default, see
+            :mod:`embodied_core.policy.references`.
 
     Raises:
         UsageError: ``src`` holds full weights already, or ``dst`` exists and is not empty.
@@ -77,7 +80,7 @@ def merge_lora(src: str | Path, dst: str | Path) -> MergeResult:
 
     dst = Path(dst)
     check_destination(dst)
-    folder = read_policy_folder(src)
+    folder = read_policy_folder(src, allow_external_references=allow_external_references)
     if not is_adapter_folder(folder.path):
         raise UsageError(f"{folder.path}: not a LoRA checkpoint (no {ADAPTER_CONFIG}); it holds full weights already "
                          "(embodied checkpoint export copies it)")

@@ -53,21 +53,31 @@ def check_destination(dst: Path) -> None:
         raise UsageError(f"destination {dst} exists and is not an empty directory; choose a new path")
 
 
-def export_policy(src: str | Path, dst: str | Path) -> ExportResult:
+_COPIED_REFERENCES = ("policy.json stats_file", "policy.json tokenizer.files", "symlink ")
+"""The references an export reads (it copies them); the others are recorded, not read."""
+
+
+def export_policy(src: str | Path, dst: str | Path, *, allow_external_references: bool = False) -> ExportResult:
     """Writes the inference-only folder of the checkpoint ``src`` to ``dst``.
 
     Args:
         src: a checkpoint directory, a run's ``--output-dir`` (its newest checkpoint) or an exported folder.
         dst: a new (or empty) directory.
+        allow_external_references: copy files the folder references outside itself (``../`` paths, absolute
+            paths, links); refused by default (see :mod:`embodied_core.policy.references`).
 
     Raises:
-        UsageError: ``dst`` exists and is not empty.
+        UsageError: ``dst`` exists and is not empty; ExternalReferenceError for references outside ``src``.
         CheckpointError: ``src`` is not a complete policy folder or its weights cannot be read.
     """
+    from embodied_core.policy.references import check_references, collect_references
+
     dst = Path(dst)
     check_destination(dst)
     folder = resolve_policy_dir(src).resolve()
     doc = read_policy_doc(folder)
+    copied = [r for r in collect_references(folder, doc) if r.entry.startswith(_COPIED_REFERENCES)]
+    check_references(folder, copied, allow_external=allow_external_references)
     step = checkpoint_step(folder, doc)
     weights = read_weights(folder)
     write_policy_folder(folder, doc, weights, dst, step=step, record={"exported_from": str(folder)})

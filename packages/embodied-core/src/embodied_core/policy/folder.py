@@ -16,7 +16,6 @@ Reading never executes code: JSON and safetensors only.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from collections.abc import Mapping
@@ -140,13 +139,10 @@ def resolve_policy_dir(path: str | Path) -> Path:
 
 def read_policy_doc(folder: Path) -> dict[str, Any]:
     """``policy.json`` of ``folder``, checked for a readable format version."""
+    from embodied_core.documents import read_json_document
+
     path = folder / POLICY_FILE
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: missing") from None
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{path}: not readable JSON ({exc})") from None
+    doc = read_json_document(path, error=CheckpointError)  # size and nesting bounded: the folder may be foreign
     if not isinstance(doc, dict):
         raise CheckpointError(f"{path}: expected a JSON object, got {type(doc).__name__}")
     version = doc.get("policy_format")

@@ -206,11 +206,28 @@ class PolicyFolder:
         return model.to(torch.device(device)).eval()
 
 
-def read_policy_folder(path: str | Path) -> PolicyFolder:
-    """Reads and checks the folder ``path`` designates (see :func:`resolve_policy_dir`)."""
+def declared_references(spec: ModelSpec, doc: dict[str, Any]) -> dict[str, str]:
+    """What the model's own policy class reads besides core's files (its optional ``references``), else nothing."""
+    if spec.policy is None:
+        return {}
+    policy_class = load_policy_class(spec)
+    declare = getattr(policy_class, "references", None)
+    return dict(declare(doc)) if declare is not None else {}
+
+
+def read_policy_folder(path: str | Path, *, allow_external_references: bool = False) -> PolicyFolder:
+    """Reads and checks the folder ``path`` designates (see :func:`resolve_policy_dir`).
+
+    Every file the folder makes us read must lie inside it (see :mod:`embodied_core.policy.references`); with
+    ``allow_external_references`` the ones outside are read and logged instead of refused.
+    """
+    from embodied_core.policy.references import check_references, collect_references
+
     folder = resolve_policy_dir(path).resolve()
     doc = read_policy_doc(folder)
     spec = model_spec_for(doc, source=folder / POLICY_FILE)
+    refs = collect_references(folder, doc, declared=declared_references(spec, doc))
+    check_references(folder, refs, allow_external=allow_external_references)  # before any of them is read
     recorded = str(doc.get("plugin", {}).get("version", ""))
     installed = get_entry(MODELS, spec.name).version
     if recorded and recorded != installed:
@@ -225,7 +242,8 @@ def read_policy_folder(path: str | Path) -> PolicyFolder:
                         default_embodiment=default)
 
 
-def load_policy(path: str | Path, *, device: str = "cpu", seed: int = 0) -> Policy:
+def load_policy(path: str | Path, *, device: str = "cpu", seed: int = 0,
+                allow_external_references: bool = False) -> Policy:
     """Loads a trained policy for inference.
 
     Args:
@@ -233,6 +251,9 @@ def load_policy(path: str | Path, *, device: str = "cpu", seed: int = 0) -> Poli
             checkpoint) or a folder written by ``embodied checkpoint export``.
         device: where inference runs (``"cpu"``, ``"cuda"``, ``"cuda:1"``).
         seed: seed of the policy's noise generator (at load and at every ``reset()``).
+        allow_external_references: read what the folder references outside itself (its tokenizer, LoRA base
+            weights, linked files: the error without it lists them); off by default, since a folder may come
+            from someone else.
 
     Returns:
         A :class:`~embodied_core.protocols.Policy`: ``predict_action(observation)`` -> float32 ``[H, action_dim]``.
@@ -241,7 +262,9 @@ def load_policy(path: str | Path, *, device: str = "cpu", seed: int = 0) -> Poli
         CheckpointError: the folder is missing, incomplete, of an unknown ``policy_format``, or its weights do
             not match the model.
         PluginError: the model plugin it records is not installed.
+        ExternalReferenceError: the folder references files outside itself and ``allow_external_references`` is
+            False.
     """
-    folder = read_policy_folder(path)
+    folder = read_policy_folder(path, allow_external_references=allow_external_references)
     policy_class = load_policy_class(folder.spec)
     return policy_class.from_folder(folder, device=str(device), seed=int(seed))

@@ -39,6 +39,12 @@ class PolicyClass(Protocol):
         """Builds the policy (model with weights, transforms, closed-loop state) from a loaded folder."""
         ...
 
+    # Optional: ``references(cls, doc) -> dict[str, str]``, the paths ``from_folder`` will read besides core's
+    # files (``{"policy.json assets.base_model_path": "/models/wan/vae"}``; relative ones are taken relative to the
+    # folder; ``"hub:<id>"`` for a hub id). ``load_policy`` checks them with core's
+    # (embodied_core.policy.references) before calling ``from_folder``: outside the folder they need
+    # --allow-external-references.
+
 
 def load_policy_class(spec: ModelSpec) -> PolicyClass:
     """The policy class of ``spec``: its ``policy`` entry, else the transforms policy."""

@@ -59,6 +59,9 @@ def build_parser(env: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--api-key", default=None, help="the server's API key (with --server)")
     parser.add_argument("--device", default="cpu", help="inference device in process (default cpu)")
     parser.add_argument("--policy-seed", type=int, default=0, help="seed of the policy's noise (default 0)")
+    parser.add_argument("--allow-external-references", action="store_true",
+                        help="read files the checkpoint's policy folder references outside itself (../ or absolute "
+                             "paths, symbolic links, a LoRA base, a large tokenizer); refused by default")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     offline = parser.add_argument_group("open-loop evaluation")
     offline.add_argument("--offline", default=None, metavar="DATASET",
@@ -81,7 +84,8 @@ def _run_offline(args: argparse.Namespace) -> int:
     if args.env is not None or args.server is not None:
         raise UsageError("--offline evaluates on a dataset; drop --env/--server")
     doc = offline_eval(args.checkpoint, args.offline, output_dir=args.output_dir, episodes=args.offline_episodes,
-                       stride=args.offline_stride, device=args.device, seed=args.policy_seed)
+                       stride=args.offline_stride, device=args.device, seed=args.policy_seed,
+                       allow_external_references=args.allow_external_references)
     data = doc["dataset"]
     print(f"open-loop on {data['root']} episodes {data['episodes']} ({data['frames_evaluated']} frames): "
           f"action MSE {doc['mse']:.4g}, L1 {doc['l1']:.4g} (dataset units)")
@@ -120,7 +124,7 @@ def main(argv: Sequence[str]) -> int:
     report = evaluate(args.checkpoint, env=args.env, settings=settings, output_dir=output_dir, server=args.server,
                       api_key=args.api_key, device=args.device, policy_seed=args.policy_seed, baselines=baselines,
                       env_options=dict(args.env_option), env_flags=flag_values(args),
-                      show_progress=not args.no_progress)
+                      show_progress=not args.no_progress, allow_external_references=args.allow_external_references)
     print(report.table)
     print(f"wrote {report.path}" + (" and baselines/*/eval.json" if baselines else "")
           + (f"; videos in {output_dir / 'videos'}" if args.video else ""))

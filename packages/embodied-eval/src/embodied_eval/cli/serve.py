@@ -32,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a policy trained on a dataset mixture: the embodiment served by default (its cameras, "
                              "state and statistics); a request may name another under the key 'embodiment' "
                              "(default: the policy's default embodiment)")
+    parser.add_argument("--allow-external-references", action="store_true",
+                        help="read files the policy folder references outside itself (../ or absolute paths, "
+                             "symbolic links, a LoRA base, a large tokenizer, hub ids); refused by default: the "
+                             "error lists what would be read")
     parser.add_argument("--api-key", default=None,
                         help="require the header 'Authorization: Api-Key KEY' (openpi_client's api_key=); the key "
                              "shows in the process list: --api-key-file or EMBODIED_SERVE_API_KEY keep it out")
@@ -140,7 +144,8 @@ def main(argv: Sequence[str]) -> int:
     from embodied_core import load_policy
     from embodied_eval.server import PolicyServer
 
-    policy = load_policy(args.checkpoint, device=args.device, seed=args.seed)
+    policy = load_policy(args.checkpoint, device=args.device, seed=args.seed,
+                         allow_external_references=args.allow_external_references)
     from embodied_core.policy.embodiments import EmbodimentPolicy
 
     policy = EmbodimentPolicy(policy, args.embodiment)  # --embodiment, and an 'embodiment' key per request

@@ -10,6 +10,7 @@ features (``<part>_<i>``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,6 +44,19 @@ class DreamZeroPolicy(TransformsPolicy):
     """:class:`TransformsPolicy` whose relative action dimensions come back absolute (module doc)."""
 
     relative: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+    @classmethod
+    def references(cls, doc: dict[str, Any]) -> dict[str, str]:
+        """The frozen encoders' folders the model is built from (their ``config.json``), when set: read as given
+        (relative to the working directory), and a value that is no folder here would be taken as a hub id."""
+        model = doc.get("model_config") or {}
+        refs = {}
+        for name in ("vae_path", "text_encoder_path", "image_encoder_path"):
+            if model.get(name):
+                local = Path(str(model[name])).expanduser()
+                on_disk = local.is_absolute() or local.exists()
+                refs[f"policy.json model_config.{name}"] = str(local.resolve()) if on_disk else f"hub:{model[name]}"
+        return refs
 
     @classmethod
     def from_folder(cls, folder: PolicyFolder, *, device: str, seed: int) -> DreamZeroPolicy:

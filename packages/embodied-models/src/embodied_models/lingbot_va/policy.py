@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from embodied_core.errors import CheckpointError, ObservationError
-from embodied_core.policy.folder import copy_if_small
+from embodied_core.policy.folder import ASSETS_DIR, copy_if_small
 from embodied_core.policy.observation import (
     TASK_KEY,
     check_keys,
@@ -159,6 +159,18 @@ class LingBotVAPolicy:
         return {"base_model_path": str(base), "copied": sorted(p for p, done in copied.items() if done),
                 "texts": _TEXTS, "tasks": tasks, "text_len": int(meta.get("text_len", config.model.text_len)),
                 "image_shapes": shapes}
+
+    @classmethod
+    def references(cls, doc: dict[str, Any]) -> dict[str, str]:
+        """What :meth:`from_folder` reads besides core's files: the prompt embeddings in ``assets/`` and the base
+        model's parts that were too large to copy (read from the recorded ``base_model_path``)."""
+        record = doc.get("assets") or {}
+        refs = {"policy.json assets.texts": f"{ASSETS_DIR}/{record.get('texts', _TEXTS)}"}
+        base = record.get("base_model_path")
+        for part in _BASE_PARTS:
+            if part not in record.get("copied", ()) and base:
+                refs[f"policy.json assets.base_model_path ({part})"] = str(Path(base) / part)
+        return refs
 
     @classmethod
     def from_folder(cls, folder: PolicyFolder, *, device: str, seed: int) -> LingBotVAPolicy:
