@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from embodied_data.augment import params as p
-from embodied_data.augment._torchvision import transforms_v1, transforms_v2
+from embodied_data.augment._torchvision import transforms_v2
+from embodied_data.augment.color import adjust_colors
 
 __all__ = ["ColorJitterOp", "RandomAffineOp", "RandomCropOp", "RandomRotationOp", "ResizeOp", "SharpnessJitterOp",
            "build_color_jitter", "build_random_affine", "build_random_crop", "build_random_rotation", "build_resize",
@@ -65,16 +66,9 @@ class ColorJitterOp(_V2Op):
         self.kernels = options.kernels
 
     def apply(self, frames: torch.Tensor, params: Mapping[str, Any]) -> torch.Tensor:
-        if self.kernels == "v2":
-            return super().apply(frames, params)
-        functional = transforms_v1().functional
-        steps = ((functional.adjust_brightness, "brightness_factor"), (functional.adjust_contrast, "contrast_factor"),
-                 (functional.adjust_saturation, "saturation_factor"), (functional.adjust_hue, "hue_factor"))
-        for fn_id in params["fn_idx"]:
-            kernel, key = steps[int(fn_id)]
-            if params[key] is not None:
-                frames = kernel(frames, params[key])
-        return frames
+        return adjust_colors(frames, order=params["fn_idx"], brightness=params["brightness_factor"],
+                             contrast=params["contrast_factor"], saturation=params["saturation_factor"],
+                             hue=params["hue_factor"], kernels=self.kernels)
 
 
 class SharpnessJitterOp:

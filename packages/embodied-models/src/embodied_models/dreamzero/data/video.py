@@ -1,5 +1,7 @@
 """DreamZero's frame pipeline: crop (random in training, centre in eval), bilinear antialiased resize, optional
-colour jitter, then x255 truncated to uint8 (as DreamZero's ``VideoToNumpy``: pixels are truncated, not rounded).
+colour jitter (torchvision v2's functions, through ``embodied_data.augment``: the pixels of LoongForge's
+``VideoColorJitter``), then x255 truncated to uint8 (as DreamZero's ``VideoToNumpy``: pixels are truncated, not
+rounded).
 
 Every view and frame of a sample share one crop and one jitter draw. Draws come from ``generator`` (a seeded
 ``torch.Generator`` for per-sample seeding) or from the global torch RNG (which the loader seeds per sample). The
@@ -13,6 +15,8 @@ from collections.abc import Sequence
 import attrs
 import torch
 import torch.nn.functional as F
+
+from embodied_data.augment.color import adjust_colors
 
 __all__ = ["ColorJitter", "CropDraw", "crop_size", "draw_crop", "process_views", "video_from_images"]
 
@@ -54,58 +58,17 @@ def draw_crop(height: int, width: int, scale: float, *, training: bool,
     return CropDraw(top=top, left=left, height=th, width=tw)
 
 
-def _gray(x: torch.Tensor) -> torch.Tensor:
-    return (0.2989 * x[:, 0] + 0.587 * x[:, 1] + 0.114 * x[:, 2]).unsqueeze(1)
-
-
-def _rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
-    r, g, b = x.unbind(1)
-    maxc, _ = x.max(dim=1)
-    minc, _ = x.min(dim=1)
-    delta = maxc - minc
-    s = torch.where(maxc > 0, delta / torch.where(maxc > 0, maxc, torch.ones_like(maxc)), torch.zeros_like(maxc))
-    safe = torch.where(delta > 0, delta, torch.ones_like(delta))
-    h = torch.where(maxc == r, (g - b) / safe % 6, torch.where(maxc == g, (b - r) / safe + 2, (r - g) / safe + 4))
-    h = torch.where(delta > 0, h / 6.0, torch.zeros_like(h))
-    return torch.stack([h, s, maxc], dim=1)
-
-
-def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
-    h, s, v = x.unbind(1)
-    i = torch.floor(h * 6.0)
-    f = h * 6.0 - i
-    i = i.to(torch.int64) % 6
-    p, q, t = v * (1 - s), v * (1 - s * f), v * (1 - s * (1 - f))
-    choices = [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)]
-    out = torch.zeros_like(x)
-    for k, (rr, gg, bb) in enumerate(choices):
-        mask = (i == k).unsqueeze(1)
-        out = torch.where(mask, torch.stack([rr, gg, bb], dim=1), out)
-    return out
-
-
 def _jitter(x: torch.Tensor, jitter: ColorJitter, generator: torch.Generator | None) -> torch.Tensor:
+    """torchvision v2's ColorJitter on float frames: its draws (the order permutation, then the brightness,
+    contrast, saturation and hue factors) and its functions (``adjust_colors``), as LoongForge's DreamZero runs it."""
     order = torch.randperm(4, generator=generator).tolist()
 
     def factor(spread: float, centre: float) -> float:
         return float(torch.empty(1).uniform_(centre - spread, centre + spread, generator=generator))
 
-    factors = [factor(jitter.brightness, 1.0), factor(jitter.contrast, 1.0), factor(jitter.saturation, 1.0),
-               factor(jitter.hue, 0.0)]
-    for op in order:
-        value = factors[op]
-        if op == 0:
-            x = (x * value).clamp(0, 1)
-        elif op == 1:
-            mean = _gray(x).mean(dim=(-3, -2, -1), keepdim=True)
-            x = (value * x + (1 - value) * mean).clamp(0, 1)
-        elif op == 2:
-            x = (value * x + (1 - value) * _gray(x)).clamp(0, 1)
-        else:
-            hsv = _rgb_to_hsv(x)
-            hsv[:, 0] = (hsv[:, 0] + value) % 1.0
-            x = _hsv_to_rgb(hsv).clamp(0, 1)
-    return x
+    return adjust_colors(x, order=order, brightness=factor(jitter.brightness, 1.0),
+                         contrast=factor(jitter.contrast, 1.0), saturation=factor(jitter.saturation, 1.0),
+                         hue=factor(jitter.hue, 0.0))
 
 
 def process_views(views: Sequence[torch.Tensor], *, size: tuple[int, int], crop_scale: float, training: bool,
