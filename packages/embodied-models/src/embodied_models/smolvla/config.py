@@ -96,6 +96,11 @@ class SmolVLAModelConfig(FlowTimeFields, BaseModelConfig):
     """Id of <fake_token_around_image> (SmolVLM2 tokenizer); used with add_image_special_tokens."""
     global_image_token_id: int = attrs.field(default=49152, validator=non_negative)
     """Id of <global-img> (SmolVLM2 tokenizer); used with add_image_special_tokens."""
+    prefix_length: int = -1
+    """Pad the prefix [images | language | state] at its end to at least this many tokens, as lerobot's
+    prefix_length: the pads are zero embeddings marked invalid, so no valid token reads them and every output is
+    unchanged; the prefix outputs and the KV cache then have this length (lerobot's shapes). <= 0: no padding
+    (lerobot's default -1). A longer prefix is not cut."""
     max_state_dim: int = attrs.field(default=32, validator=positive)
     """The state is zero-padded to this width before state_proj."""
     max_action_dim: int = attrs.field(default=32, validator=positive)
@@ -130,7 +135,11 @@ class SmolVLAModelConfig(FlowTimeFields, BaseModelConfig):
         if width < 2 or width % 2:
             problems.append(f"model.expert_width_multiplier {self.expert_width_multiplier} gives an expert width of "
                             f"{width}; it must be even (sin-cos time embedding) and >= 2")
-        problems += multiple_problems(self, ("num_heads", "num_kv_heads"))
+        elif width % self.num_heads:
+            problems.append(f"model.expert_width_multiplier {self.expert_width_multiplier} gives an expert width of "
+                            f"{width}, not a multiple of model.num_heads {self.num_heads} (transformers' Llama layers "
+                            "require it)")
+        problems += multiple_problems(self, ("num_heads", "num_kv_heads"), ("vlm_width", "num_heads"))
         if self.head_dim % 2:
             problems.append(f"model.head_dim must be even for RoPE (got {self.head_dim})")
         problems += multiple_problems(self, ("vision_width", "vision_num_heads"))

@@ -6,7 +6,8 @@ A checkpoint written by lerobot's ``lerobot-train --policy.type=smolvla`` (its `
 
 - the model/data config: ``--model-name``'s preset with every size, layout and inference setting lerobot's config
   records (``chunk_size``, ``max_state_dim``/``max_action_dim``, ``num_vlm_layers``, expert width/layers,
-  attention mode, ``num_steps``, ``tokenizer_max_length``, ``resize_imgs_with_padding``, the freeze flags) and the
+  attention mode, ``num_steps``, ``tokenizer_max_length``, ``resize_imgs_with_padding``, ``prefix_length``, the
+  freeze flags; values this port does not implement are refused, see ``reference.py``) and the
   VLM sizes of the folder ``vlm_model_name`` names (its ``config.json``); cameras, state and action from the
   config's input/output features, normalization from its ``normalization_mapping``;
 - the weights through the declared lerobot key map, loaded strictly into the model built from that config;
@@ -31,6 +32,7 @@ from typing import Any
 import attrs
 
 from embodied_core.errors import CheckpointError, UsageError
+from embodied_models.smolvla.reference import policy_problems, vlm_problems
 
 __all__ = ["ImportResult", "import_lerobot_smolvla", "lerobot_configs", "main", "read_lerobot_stats"]
 
@@ -111,15 +113,12 @@ def lerobot_configs(policy_cfg: dict[str, Any], vlm_cfg: dict[str, Any], *, mode
                         f"{sorted(_NORMALIZATION)} for both is supported")
     if mapping.get("VISUAL", "IDENTITY") != "IDENTITY":
         problems.append(f"normalization_mapping VISUAL {mapping.get('VISUAL')}: only IDENTITY (SmolVLA's) is supported")
-    for flag in ("adapt_to_pi_aloha", "use_delta_joint_actions_aloha"):
-        if policy_cfg.get(flag):
-            problems.append(f"{flag}=true is not ported")
-    if policy_cfg.get("n_obs_steps", 1) != 1:
-        problems.append(f"n_obs_steps {policy_cfg.get('n_obs_steps')}: SmolVLA reads one observation step")
+    problems += policy_problems(policy_cfg)
     resize = policy_cfg.get("resize_imgs_with_padding")
     image = int(resize[0]) if resize else int(vision["image_size"])
     if resize and int(resize[0]) != int(resize[1]):
         problems.append(f"resize_imgs_with_padding {resize}: our SmolVLA needs a square size")
+    problems += vlm_problems(vlm_cfg, image_size=image)
     if problems:
         raise UsageError(f"{source}: " + "; ".join(problems))
     model = {
@@ -139,6 +138,7 @@ def lerobot_configs(policy_cfg: dict[str, Any], vlm_cfg: dict[str, Any], *, mode
         "vision_patch_size": vision["patch_size"], "layer_norm_eps": vision.get("layer_norm_eps", 1e-6),
         "scale_factor": vlm_cfg.get("scale_factor", 2),
         "add_image_special_tokens": bool(policy_cfg.get("add_image_special_tokens", False)),
+        "prefix_length": int(policy_cfg.get("prefix_length", -1)),
         "max_state_dim": policy_cfg["max_state_dim"], "max_action_dim": policy_cfg["max_action_dim"],
         "tokenizer_max_length": policy_cfg["tokenizer_max_length"],
         "num_inference_steps": policy_cfg["num_steps"],

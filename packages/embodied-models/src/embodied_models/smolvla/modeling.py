@@ -163,7 +163,8 @@ class SmolVLAModel(PrefixCachedFlow, EmbodiedModel):
         """[images of every slot (x sqrt(W)) | language (x sqrt(W)) | state token].
 
         Returns embeddings [B, P, W], validity [B, P] (camera masks, language mask) and block-start flags [B, P]
-        (0 for images and language, 1 for the state token).
+        (0 for images and language, 1 for the state token); with ``model.prefix_length`` > P, invalid zero tokens
+        (flag 0) follow up to that length.
         """
         images = prepare_images(batch.images, self.image_size)
         img_BCNW = self.embed_images(images)
@@ -186,6 +187,11 @@ class SmolVLAModel(PrefixCachedFlow, EmbodiedModel):
                          torch.ones(b, 1, dtype=torch.bool, device=img_pad.device)], dim=1)
         flags = torch.zeros_like(pad, dtype=torch.long)
         flags[:, -1] = 1
+        missing = self.config.prefix_length - embs.shape[1]
+        if missing > 0:  # lerobot's prefix_length: invalid zero tokens after the state, in the state's block
+            embs = torch.cat([embs, embs.new_zeros(b, missing, w)], dim=1)
+            pad = torch.cat([pad, pad.new_zeros(b, missing)], dim=1)
+            flags = torch.cat([flags, flags.new_zeros(b, missing)], dim=1)
         return embs, pad, flags
 
     def embed_suffix(self, x_t_BSA: torch.Tensor, time_B: torch.Tensor) -> torch.Tensor:
