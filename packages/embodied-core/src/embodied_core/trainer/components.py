@@ -17,7 +17,7 @@ from embodied_core.config.selection import selected_loggers
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.data.dataset import build_training_dataset, resolve_features, resolve_stats
 from embodied_core.data.default_task import with_default_task
-from embodied_core.data.image_augmentation import IMAGE_PREFIX, build_image_augmentation
+from embodied_core.data.image_augmentation import build_image_augmentation
 from embodied_core.data.image_augmentation.draws import DRAWS_FILE, record_draws
 from embodied_core.data.loader import ResumableLoader
 from embodied_core.distributed.base import DistributedStrategy, SingleProcessStrategy
@@ -134,7 +134,7 @@ def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy
     share_fn = registry.load_factory(groups.SAMPLERS, args.distributed_sampler_mode, flag="--distributed-sampler-mode",
                                      options=config.plugins.get(args.distributed_sampler_mode))(
                                          strategy.rank, strategy.world_size)
-    augmentation = build_image_augmentation(config, cameras=[k for k in features if k.startswith(IMAGE_PREFIX)])
+    augmentation = build_image_augmentation(config, cameras=[k for k, f in features.items() if f.is_visual])
     loader = ResumableLoader(
         samples,
         batch_size=args.per_device_batch_size,

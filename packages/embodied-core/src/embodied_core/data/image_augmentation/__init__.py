@@ -87,7 +87,9 @@ def build_image_augmentation(config: RunConfig, *, cameras: Sequence[str] | None
     """The run's augmentation, or None when ``data.image_augmentation`` asks for none.
 
     Args:
-        cameras: the dataset's camera keys, which ``exclude_cameras`` must name (default: ``data.camera_keys``).
+        cameras: the dataset's camera keys (its visual features): the keys augmented, which ``exclude_cameras``
+            must name (default: ``data.camera_keys`` for the check, the ``observation.images.*`` keys of each sample
+            for the augmentation).
 
     Raises:
         ConfigError: bad settings, or an op whose package is not installed (names the pip extra).
@@ -101,4 +103,5 @@ def build_image_augmentation(config: RunConfig, *, cameras: Sequence[str] | None
     if settings is None:
         return None
     seed_by_index = config.training.deterministic_mode and settings.deterministic_seed == "sample_index"
-    return ImageAugmentation(settings, build_ops(settings), seed=config.training.seed, seed_by_index=seed_by_index)
+    return ImageAugmentation(settings, build_ops(settings), seed=config.training.seed, seed_by_index=seed_by_index,
+                             camera_keys=cameras)

@@ -58,10 +58,12 @@ class ImageAugmentation:
         seed: the run's ``--seed`` (not offset by rank: a sample's draw does not depend on which rank reads it).
         seed_by_index: seed each sample with its index alone (``deterministic_seed: sample_index`` under
             --deterministic-mode).
+        camera_keys: the dataset's camera keys (its visual features); None: the sample keys under
+            ``observation.images.``.
     """
 
     def __init__(self, settings: ResolvedAugmentation, ops: Sequence[ImageOp], *, seed: int,
-                 seed_by_index: bool = False) -> None:
+                 seed_by_index: bool = False, camera_keys: Sequence[str] | None = None) -> None:
         if len(ops) != len(settings.ops):
             raise ValueError(f"{len(settings.ops)} op entries but {len(ops)} built ops")
         pairs = [(entry, op) for entry, op in zip(settings.ops, ops, strict=True) if entry.weight > 0]
@@ -70,6 +72,7 @@ class ImageAugmentation:
         self.settings = settings
         self.seed = seed
         self.seed_by_index = seed_by_index
+        self.camera_keys = None if camera_keys is None else tuple(camera_keys)
         total = sum(entry.weight for entry in self.entries)
         self._probabilities = [entry.weight / total for entry in self.entries]
         self._subset = settings.max_num_ops is not None or settings.random_order
@@ -82,8 +85,9 @@ class ImageAugmentation:
     def cameras(self, sample: Mapping[str, Any]) -> list[str]:
         """The camera keys of ``sample`` this augmentation changes, in the sample's order."""
         excluded = set(self.settings.exclude_cameras)
-        return [key for key in sample if key.startswith(IMAGE_PREFIX) and key not in excluded
-                and camera_name(key) not in excluded]
+        present = [key for key in sample if (key in self.camera_keys if self.camera_keys is not None
+                                             else key.startswith(IMAGE_PREFIX))]
+        return [key for key in present if key not in excluded and camera_name(key) not in excluded]
 
     def __call__(self, sample: dict[str, Any], *, epoch: int, index: int) -> dict[str, Any]:
         return self.augment(sample, epoch=epoch, index=index)[0]
@@ -94,9 +98,18 @@ class ImageAugmentation:
         out = dict(sample)
         record: dict[str, list[AppliedOp]] = {}
         shared: list[tuple[int, dict[str, Any]]] | None = None
+        cameras = self.cameras(sample)
+        if not cameras and not self.settings.exclude_cameras:
+            raise DataError(f"image augmentation: sample {index} holds none of the cameras "
+                            f"{list(self.camera_keys or [IMAGE_PREFIX + '*'])} (its keys: {sorted(sample)}); this "
+                            "model's data pipeline turns the frames into other keys before the augmentation layer "
+                            "runs, so unset data.image_augmentation (a model that augments inside its own transforms "
+                            "has a data option for it)")
+        if self.settings.camera_draws == "shared":
+            self._check_one_size(sample, cameras, index)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.sample_key(epoch=epoch, index=index))
-            for key in self.cameras(sample):
+            for key in cameras:
                 frames = self._frames(sample[key], key, index)
                 plan = shared if self.settings.camera_draws == "shared" else None
                 result, plan = self._run(frames, key, plan)
@@ -106,6 +119,21 @@ class ImageAugmentation:
                 record[key] = [{"op": self.entries[i].name, "params": params} for i, params in plan
                                if not self.entries[i].skips(key)]
         return out, record
+
+    def transform(self, frames: torch.Tensor, *, camera_key: str = "") -> tuple[torch.Tensor, list[AppliedOp]]:
+        """Draws and applies the ops to ``frames`` as given (any dtype, no conversion or quantization) from torch's
+        global RNG as the caller seeded it: for a model that augments inside its own transforms at the place its
+        reference does (cosmos3's float stack of views). Returns the frames and the ops applied."""
+        out, plan = self._apply(frames, camera_key, None)
+        return out, [{"op": self.entries[i].name, "params": params} for i, params in plan]
+
+    def _check_one_size(self, sample: Mapping[str, Any], cameras: Sequence[str], index: int) -> None:
+        sizes = {key: tuple(sample[key].shape[-2:]) for key in cameras if isinstance(sample[key], torch.Tensor)}
+        if len(set(sizes.values())) > 1:
+            listing = ", ".join(f"{k} {list(s)}" for k, s in sizes.items())
+            raise DataError(f"image augmentation: camera_draws shared replays one draw on every camera, but sample "
+                            f"{index}'s cameras differ in size ({listing}); use camera_draws: independent or "
+                            "exclude_cameras")
 
     def _frames(self, value: Any, key: str, index: int) -> torch.Tensor:
         if not isinstance(value, torch.Tensor) or value.dtype != torch.uint8 or value.ndim not in (3, 4):
@@ -124,8 +152,17 @@ class ImageAugmentation:
 
     def _run(self, frames: torch.Tensor, key: str,
              plan: list[tuple[int, dict[str, Any]]] | None) -> tuple[torch.Tensor, list[tuple[int, dict[str, Any]]]]:
-        """Draws (unless ``plan`` replays a shared draw) and applies the ops to one camera's frames."""
+        """Draws (unless ``plan`` replays a shared draw) and applies the ops to one camera's uint8 frames, in the
+        compute dtype, back to uint8."""
         x = frames if self.settings.compute_dtype == "uint8" else frames.to(torch.float32) / 255.0
+        x, drawn = self._apply(x, key, plan)
+        if x.dtype != torch.uint8:
+            x = x.mul(255.0)
+            x = (x.round() if self.settings.quantize == "round" else x).clamp(0.0, 255.0).to(torch.uint8)
+        return x, drawn
+
+    def _apply(self, x: torch.Tensor, key: str,
+               plan: list[tuple[int, dict[str, Any]]] | None) -> tuple[torch.Tensor, list[tuple[int, dict[str, Any]]]]:
         input_size = (int(x.shape[-2]), int(x.shape[-1]))
         drawn: list[tuple[int, dict[str, Any]]] = []
         steps = plan if plan is not None else [(i, None) for i in self._order()]
@@ -141,7 +178,4 @@ class ImageAugmentation:
                 x = op.apply(x, params)
         if plan is not None:
             drawn = list(plan)
-        if x.dtype != torch.uint8:
-            x = x.mul(255.0)
-            x = (x.round() if self.settings.quantize == "round" else x).clamp(0.0, 255.0).to(torch.uint8)
         return x, [(i, params) for i, params in drawn if params is not None]
