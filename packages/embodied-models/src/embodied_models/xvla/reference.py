@@ -9,7 +9,8 @@ Every key is accounted for:
   :data:`POLICY_FIXED`): any other value is a ConfigError naming the key, its value and what is supported;
 - not part of X-VLA's computation (the deleted BART decoder, weight init, generation and bookkeeping keys) or a
   setting of the run rather than of the network (:data:`NOT_USED`, :data:`RUN_KEYS`, each with its reason);
-- anything else is an error as well: a key this port does not know may change the computation.
+- a key in none of these tables is named in a warning (other lerobot / transformers versions write bookkeeping
+  keys of their own, so it is not an error, but it may change the computation).
 
 Absent keys take the reference's defaults (transformers' ``Florence2VisionConfig`` / ``BartConfig``, lerobot's
 ``XVLAConfig``), since the reference builds its model from the same partial dicts. A ``config.json`` next to
@@ -22,12 +23,16 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from embodied_core.errors import ConfigError
+
+logger = logging.getLogger("embodied.models.xvla")
+_WARNED: set[tuple[str, str, str]] = set()
 
 __all__ = ["FLORENCE_FIXED", "NOT_COMPARED", "NOT_USED", "POLICY_FIELDS", "POLICY_FIXED", "RUN_KEYS", "TEXT_FIELDS",
            "TEXT_FIXED", "VISION_FIELDS", "VISION_FIXED", "check_checkpoint_config", "checkpoint_config_file",
@@ -174,7 +179,7 @@ _GENERIC = ("_name_or_path", "architectures", "transformers_version", "dtype", "
             "repetition_penalty", "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
             "bad_words_ids", "num_return_sequences", "output_scores", "return_dict_in_generate",
             "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
-            "forced_bos_token_id", "forced_eos_token_id", "decoder_start_token_id", "is_decoder",
+            "forced_bos_token_id", "forced_eos_token_id", "decoder_start_token_id", "is_decoder", "output_past",
             "add_cross_attention", "cross_attention_hidden_size", "tie_encoder_decoder", "num_labels")
 _DECODER = ("decoder_layers", "decoder_ffn_dim", "decoder_attention_heads", "decoder_layerdrop", "use_cache")
 
@@ -233,14 +238,18 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _unknown(section: Mapping[str, Any], known: set[str], where: str) -> list[str]:
-    out = []
+def _warn_unknown(section: Mapping[str, Any], known: set[str], where: str, source: str) -> None:
+    """Keys no table knows: a warning (once per key and file) rather than an error, since other lerobot and
+    transformers versions write bookkeeping keys of their own; it names them because one may change the
+    computation."""
     for key in section:
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            out.append(f"{_name(where, key)} is not known to this port (it may change the computation){hint}")
-    return out
+        if key in known or (source, where, key) in _WARNED:
+            continue
+        _WARNED.add((source, where, key))
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        logger.warning("%s: %s is not known to the X-VLA port and is not read%s; if it changes the network, the "
+                       "result will differ from the reference", source, _name(where, key), hint)
 
 
 def _native_vision(vision: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
@@ -278,21 +287,21 @@ def _mapped(section: Mapping[str, Any], table: Mapping[str, tuple[str, Any]]) ->
     return {field: section.get(key, default) for key, (field, default) in table.items()}
 
 
-def _florence_fields(florence: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+def _florence_fields(florence: Mapping[str, Any], where: str, problems: list[str], source: str) -> dict[str, Any]:
     vision_where, text_where = f"{where}.vision_config", f"{where}.text_config"
     vision = _native_vision(_section(florence, "vision_config", where, problems), vision_where, problems)
     text = _section(florence, "text_config", where, problems)
     problems += _fixed(vision, VISION_FIXED, vision_where)
-    problems += _unknown(vision, set(VISION_FIELDS) | set(VISION_FIXED) | set(NOT_USED), vision_where)
+    _warn_unknown(vision, set(VISION_FIELDS) | set(VISION_FIXED) | set(NOT_USED), vision_where, source)
     problems += _fixed(text, TEXT_FIXED, text_where)
-    problems += _unknown(text, set(TEXT_FIELDS) | set(TEXT_FIXED) | set(TEXT_ALIASES) | set(NOT_USED), text_where)
+    _warn_unknown(text, set(TEXT_FIELDS) | set(TEXT_FIXED) | set(TEXT_ALIASES) | set(NOT_USED), text_where, source)
     for alias, key in TEXT_ALIASES.items():
         if alias in text and not _same(text[alias], text.get(key, TEXT_FIELDS[key][1])):
             problems.append(f"{text_where}.{alias} {text[alias]!r} differs from {text_where}.{key} "
                             f"{text.get(key, TEXT_FIELDS[key][1])!r} (BART reads {key})")
     problems += _fixed(florence, FLORENCE_FIXED, where)
     top = {"vision_config", "text_config", "projection_dim", "vocab_size"} | set(FLORENCE_FIXED) | set(NOT_USED)
-    problems += _unknown(florence, top, where)
+    _warn_unknown(florence, top, where, source)
     fields = {**_mapped(vision, VISION_FIELDS), **_mapped(text, TEXT_FIELDS)}
     # the remote-code Florence2Config repeats these two at the top; the native classes read the sub-configs
     for key, field in (("projection_dim", "projection_dim"), ("vocab_size", "vocab_size")):
@@ -311,7 +320,7 @@ def florence_model_fields(florence: Mapping[str, Any], *, source: str = "florenc
     """The ``model.*`` fields a Florence-2 config (native or remote-code format) sets, absent keys at the
     reference's defaults; ConfigError naming ``source`` and every key whose value this port does not implement."""
     problems: list[str] = []
-    fields = _florence_fields(florence, where, problems)
+    fields = _florence_fields(florence, where, problems, source)
     _raise(problems, source)
     return fields
 
@@ -327,11 +336,11 @@ def reference_model_fields(doc: Mapping[str, Any], *, source: str = "config.json
     absent keys at the reference's defaults.
 
     Raises:
-        ConfigError: naming ``source`` and every key whose value this port does not implement, and every key it does
-            not know.
+        ConfigError: naming ``source`` and every key whose value this port does not implement (keys it does not
+            know are named in a warning).
     """
     problems: list[str] = []
-    fields = _florence_fields(_section(doc, "florence_config", "", problems), "florence_config", problems)
+    fields = _florence_fields(_section(doc, "florence_config", "", problems), "florence_config", problems, source)
     if not doc.get("florence_config"):
         _raise(problems, source)
     policy = _mapped(doc, POLICY_FIELDS)
@@ -339,7 +348,7 @@ def reference_model_fields(doc: Mapping[str, Any], *, source: str = "config.json
         policy["action_mode"] = policy["action_mode"].lower()  # lerobot lowercases it before use
     problems += _fixed(doc, POLICY_FIXED, "")
     known = set(POLICY_FIELDS) | set(POLICY_FIXED) | set(RUN_KEYS) | {"florence_config", "model_type"} | set(NOT_USED)
-    problems += _unknown(doc, known, "")
+    _warn_unknown(doc, known, "", source)
     _raise(problems, source)
     return {**fields, **policy}
 
