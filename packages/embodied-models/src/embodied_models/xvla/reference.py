@@ -21,18 +21,22 @@ No torch.
 
 from __future__ import annotations
 
-import difflib
-import json
 import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from embodied_core.errors import ConfigError
+from embodied_models.vla.reference import (
+    checkpoint_config_file,
+    disagreements,
+    fixed_problems,
+    reference_config,
+    same,
+    warn_unknown,
+)
 
 logger = logging.getLogger("embodied.models.xvla")
-_WARNED: set[tuple[str, str, str]] = set()
 
 __all__ = ["FLORENCE_FIXED", "NOT_COMPARED", "NOT_USED", "POLICY_FIELDS", "POLICY_FIXED", "RUN_KEYS", "TEXT_FIELDS",
            "TEXT_FIXED", "VISION_FIELDS", "VISION_FIXED", "check_checkpoint_config", "checkpoint_config_file",
@@ -216,47 +220,22 @@ def _name(where: str, key: str) -> str:
 
 
 def _problem(where: str, key: str, value: Any, supported: tuple[Any, ...]) -> str:
-    choices = " or ".join(repr(v) for v in supported)
-    return f"{_name(where, key)} = {value!r} is not implemented by this port (supported: {choices})"
+    return fixed_problems({key: value}, {key: supported}, where)[0]
 
 
 def _fixed(section: Mapping[str, Any], fixed: Mapping[str, tuple[Any, ...]], where: str) -> list[str]:
-    problems = []
-    for key, supported in fixed.items():
-        if key in section and not any(_same(section[key], value) for value in supported):
-            problems.append(_problem(where, key, section[key], supported))
-    return problems
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
+    return fixed_problems(section, fixed, where)
 
 
 def _warn_unknown(section: Mapping[str, Any], known: set[str], where: str, source: str) -> None:
-    """Keys no table knows: a warning (once per key and file) rather than an error, since other lerobot and
-    transformers versions write bookkeeping keys of their own; it names them because one may change the
-    computation."""
-    for key in section:
-        if key in known or (source, where, key) in _WARNED:
-            continue
-        _WARNED.add((source, where, key))
-        close = difflib.get_close_matches(key, sorted(known), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        logger.warning("%s: %s is not known to the X-VLA port and is not read%s; if it changes the network, the "
-                       "result will differ from the reference", source, _name(where, key), hint)
+    warn_unknown(section, known, where=where, source=source, port="X-VLA", log=logger)
 
 
 def _native_vision(vision: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
     """The remote-code vision keys in the native form lerobot translates them to (its ``_translate_vision_config``)."""
     out = dict(vision)
     if "dim_embed" in out:
-        if "embed_dim" in out and not _same(out["embed_dim"], out["dim_embed"]):
+        if "embed_dim" in out and not same(out["embed_dim"], out["dim_embed"]):
             problems.append(f"{where}.dim_embed {out['dim_embed']} and {where}.embed_dim {out['embed_dim']} differ")
         out["embed_dim"] = out.pop("dim_embed")
     pos = out.pop("image_pos_embed", None)
@@ -296,7 +275,7 @@ def _florence_fields(florence: Mapping[str, Any], where: str, problems: list[str
     problems += _fixed(text, TEXT_FIXED, text_where)
     _warn_unknown(text, set(TEXT_FIELDS) | set(TEXT_FIXED) | set(TEXT_ALIASES) | set(NOT_USED), text_where, source)
     for alias, key in TEXT_ALIASES.items():
-        if alias in text and not _same(text[alias], text.get(key, TEXT_FIELDS[key][1])):
+        if alias in text and not same(text[alias], text.get(key, TEXT_FIELDS[key][1])):
             problems.append(f"{text_where}.{alias} {text[alias]!r} differs from {text_where}.{key} "
                             f"{text.get(key, TEXT_FIELDS[key][1])!r} (BART reads {key})")
     problems += _fixed(florence, FLORENCE_FIXED, where)
@@ -305,7 +284,7 @@ def _florence_fields(florence: Mapping[str, Any], where: str, problems: list[str
     fields = {**_mapped(vision, VISION_FIELDS), **_mapped(text, TEXT_FIELDS)}
     # the remote-code Florence2Config repeats these two at the top; the native classes read the sub-configs
     for key, field in (("projection_dim", "projection_dim"), ("vocab_size", "vocab_size")):
-        if key in florence and not _same(florence[key], fields[field]):
+        if key in florence and not same(florence[key], fields[field]):
             problems.append(f"{where}.{key} {florence[key]!r} differs from the sub-config's {fields[field]!r}")
     return fields
 
@@ -356,39 +335,16 @@ def reference_model_fields(doc: Mapping[str, Any], *, source: str = "config.json
 def config_disagreements(model_config: Any, fields: Mapping[str, Any]) -> list[str]:
     """``model.<field>`` lines where the reference's fields and the model config differ, for every field that changes
     the computation (not those of :data:`NOT_COMPARED`)."""
-    out = []
-    for name, value in fields.items():
-        if name in NOT_COMPARED:
-            continue
-        ours = getattr(model_config, name)
-        if not _same(list(ours) if isinstance(ours, tuple) else ours, value):
-            out.append(f"model.{name}={value!r} (checkpoint) vs {ours!r} (model)")
-    return out
-
-
-def checkpoint_config_file(source: str | Path) -> Path | None:
-    """The ``config.json`` that describes a checkpoint path (beside the file, in the folder or its
-    ``pretrained_model/``), or None."""
-    path = Path(source)
-    folder = path if path.is_dir() else path.parent
-    for candidate in (folder / "config.json", folder / "pretrained_model" / "config.json"):
-        if candidate.is_file():
-            return candidate
-    return None
+    return disagreements(model_config, fields, skip=NOT_COMPARED)
 
 
 def checkpoint_config_problems(model_config: Any, source: str | Path) -> list[str]:
     """Why ``model_config`` cannot run the checkpoint at ``source`` by its reference ``config.json`` (empty when
     there is none, it is not an X-VLA reference config, or it agrees)."""
-    path = checkpoint_config_file(source)
-    if path is None:
-        return []
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        return [f"{path}: not readable JSON ({exc})"]
-    if not isinstance(doc, dict) or not is_reference_config(doc):
-        return []
+    found = reference_config(source, policy_type="xvla")
+    if found is None or isinstance(found, str):
+        return [found] if found else []
+    path, doc = found
     try:
         fields = reference_model_fields(doc, source=str(path))
     except ConfigError as exc:
