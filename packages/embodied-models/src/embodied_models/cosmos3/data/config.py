@@ -82,6 +82,14 @@ class Cosmos3DataConfig(BaseDataConfig):
     """How one of a task's ``" | "``-separated alternatives is picked: 'sample_seed' (from the sample's seeded RNG,
     so it varies by epoch and is reproducible), or 'position' (``random.Random(position)``: the same alternative
     every epoch, as LoongForge's --deterministic-mode)."""
+    use_image_augmentation: bool = False
+    """Training samples: LoongForge's augmentation of the three views before the layout (RandomCrop of 95 % of each
+    side, Resize back, ColorJitter(0.3, 0.4, 0.5, 0.08), one draw for every view and frame, torchvision v1 kernels:
+    the ``cosmos3`` preset of embodied-data, run here on the floats the layout resizes). Needs
+    embodied-data[augment]. Policies and evaluation never augment."""
+    image_augmentation_seed: str = attrs.field(default="sample_seed", validator=attrs.validators.in_(CAPTION_CHOICES))
+    """What the augmentation draws from: 'sample_seed' (torch's RNG as the loader seeds it per sample), or 'position'
+    (``torch.manual_seed(position)``: the same draw every epoch, as LoongForge's --deterministic-mode)."""
     exact_duration: bool = False
     """Caption duration as frames / fps with one decimal ("0.6 seconds" for 9 frames at 15 fps) instead of Cosmos'
     truncated int(frames / fps) ("0.0 seconds"), which the pretrained model was trained with."""

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from embodied_core.errors import DataError, ObservationError
 from embodied_data.strategies.base import SampleQuery
+from embodied_models.cosmos3.data.augment import ViewAugmentation
 from embodied_models.cosmos3.data.tables import CONCAT_VIEW_DESCRIPTION
 from embodied_models.cosmos3.data.video import one_thread
 
@@ -123,7 +124,16 @@ def concat_view(wrist: torch.Tensor, left: torch.Tensor, right: torch.Tensor) ->
     the truncation to uint8 turns any difference in the kernels' last bit into a whole level. The resize runs on
     one thread, as in LoongForge's loader workers (:func:`~embodied_models.cosmos3.data.video.one_thread`).
     """
-    top, left, right = ((view.contiguous() / 255.0).to(torch.float32) for view in (wrist, left, right))
+    return layout_views(*(as_floats(view) for view in (wrist, left, right)))
+
+
+def as_floats(view: torch.Tensor) -> torch.Tensor:
+    """uint8 frames as lerobot's decoder hands them to LoongForge: ``frames / 255.0`` of the contiguous frames."""
+    return (view.contiguous() / 255.0).to(torch.float32)
+
+
+def layout_views(top: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """:func:`concat_view` from the three views as [0, 1] floats ``[T, 3, H, W]``."""
     half = (top.shape[-2] // 2, top.shape[-1] // 2)
     with one_thread():
         bottom = torch.cat([F.interpolate(view, size=half, mode="bilinear", align_corners=False)
@@ -172,12 +182,14 @@ class DroidWindowTransform:
         domain_id: the embodiment's domain id.
         caption_choice: 'sample_seed' (global ``random``, seeded per sample by the loader) or 'position'
             (``random.Random(position)``).
+        augmentation: the training-only view augmentation (``data.use_image_augmentation``), or None.
         state_key: key of the assembled ``[J + 1]`` state (joints, 1 - gripper) in policy observations.
     """
 
     def __init__(self, *, camera_keys: tuple[str, str, str], joint_action_key: str, gripper_action_key: str,
                  joint_state_key: str, gripper_state_key: str, fps: float, domain_id: int,
-                 caption_choice: str, state_key: str = "observation.state") -> None:
+                 caption_choice: str, state_key: str = "observation.state",
+                 augmentation: ViewAugmentation | None = None) -> None:
         self.camera_keys = tuple(camera_keys)
         self.state_key = state_key
         self.joint_action_key, self.gripper_action_key = joint_action_key, gripper_action_key
@@ -185,6 +197,7 @@ class DroidWindowTransform:
         self.fps = float(fps)
         self.domain_id = int(domain_id)
         self.caption_choice = caption_choice
+        self.augmentation = augmentation
 
     def _caption(self, task: str, position: int) -> str:
         if not task:
@@ -202,8 +215,10 @@ class DroidWindowTransform:
         action = droid_action(joint_state[0], sample[self.gripper_state_key][0], sample[self.joint_action_key][1:],
                               sample[self.gripper_action_key][1:])
         position = int(sample["dataset_index"])
+        views = (wrist, left, right)
+        video = concat_view(*views) if self.augmentation is None else layout_views(*self.augmentation(views, position))
         return {
-            "video": concat_view(wrist, left, right),
+            "video": video,
             "action": action,
             "ai_caption": self._caption(str(sample["task"]), position),
             "additional_view_description": CONCAT_VIEW_DESCRIPTION,

@@ -27,6 +27,7 @@ from embodied_core.errors import UsageError
 from embodied_core.protocols import DatasetFeature, Stats
 from embodied_data.lerobot.metadata import LeRobotMeta
 from embodied_data.strategies.base import DatasetPlan, DatasetStrategy, require_feature
+from embodied_models.cosmos3.data.augment import ViewAugmentation
 from embodied_models.cosmos3.data.config import Cosmos3DataConfig
 from embodied_models.cosmos3.data.reader import DroidWindowTransform, FullWindowIndexBuilder
 from embodied_models.cosmos3.data.tables import domain_id
@@ -136,7 +137,9 @@ class Cosmos3DroidStrategy(DatasetStrategy):
         transform = DroidWindowTransform(
             camera_keys=cameras, joint_action_key=cfg.joint_action_key, gripper_action_key=cfg.gripper_action_key,
             joint_state_key=cfg.joint_state_key, gripper_state_key=cfg.gripper_state_key, fps=fps,
-            domain_id=domain_id(cfg.embodiment), caption_choice=cfg.caption_choice, state_key=cfg.state_key)
+            domain_id=domain_id(cfg.embodiment), caption_choice=cfg.caption_choice, state_key=cfg.state_key,
+            augmentation=(ViewAugmentation(by_position=cfg.image_augmentation_seed == "position")
+                          if cfg.use_image_augmentation else None))
         names = {}
         for out_key, joint in ((cfg.action_key, cfg.joint_action_key), (cfg.state_key, cfg.joint_state_key)):
             joint_names = meta.features[joint].names
