@@ -3,7 +3,10 @@
 ``--save-format`` selects the writer (:mod:`~embodied_core.checkpoint.file_format` for safetensors/pt,
 :mod:`~embodied_core.checkpoint.dcp` for dcp); a checkpoint's own ``meta.json`` selects how it is read.
 Loading checks the whole checkpoint first (:mod:`~embodied_core.checkpoint.validate`) and never unpickles
-code. Pruning (``--save-total-limit``) removes old checkpoints atomically.
+code. Pruning (``--save-total-limit``) removes old checkpoints atomically. A save that fails for want of space or
+because the directory went read-only removes its partial ``.tmp-step_<N>`` and raises a
+:class:`~embodied_core.storage.StorageError` naming the path, the bytes needed and free, and the previous checkpoint
+(intact, ``latest`` still points to it); the run stops there.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from torch import nn
 
 from embodied_core.checkpoint.contract import CheckpointWriter, ResumeState, WriterOptions
 from embodied_core.checkpoint.file_format import FILE_FORMAT, load_model_file, save_model_file
-from embodied_core.checkpoint.layout import META_FILE, checkpoints_root, list_step_dirs
+from embodied_core.checkpoint.layout import META_FILE, checkpoints_root, find_latest, list_step_dirs, step_dir
 from embodied_core.checkpoint.validate import check_fits_model, check_resumable, checkpoint_format
-from embodied_core.checkpoint.writer import discard_directory, remove_stale_temporaries
+from embodied_core.checkpoint.writer import TMP_PREFIX, discard_directory, remove_stale_temporaries
 from embodied_core.distributed.base import DistributedStrategy
 from embodied_core.errors import CheckpointError, UsageError
+from embodied_core.storage import guard_write
 
 __all__ = ["SAVE_FORMATS", "Checkpointer", "load_model_file", "save_model_file"]
 
@@ -82,12 +86,30 @@ class Checkpointer:
             rank_state: per-rank state (RNG, dataloader position), stored under the rank's own file.
             shared_state: plain-data counters identical on every rank (stored once, by rank 0).
         """
-        return self.writer.save(step, model=model, optimizer=optimizer, scheduler=scheduler, rank_state=rank_state,
-                                shared_state=shared_state)
+        tmp = self.root / f"{TMP_PREFIX}{step_dir(self.root, step).name}"
+        with guard_write(tmp, what=f"checkpoint step {step}", needed_bytes=lambda: self._size(model, optimizer),
+                         cleanup=tmp if self.strategy.is_main else None, after=self._intact):
+            return self.writer.save(step, model=model, optimizer=optimizer, scheduler=scheduler,
+                                    rank_state=rank_state, shared_state=shared_state)
 
     def wait(self) -> None:
         """Waits for an asynchronous save in flight and commits it (a no-op otherwise)."""
-        self.writer.wait()
+        cleanup = (lambda: remove_stale_temporaries(self.root)) if self.strategy.is_main else None
+        with guard_write(self.root, what="the asynchronous checkpoint", cleanup=cleanup, after=self._intact):
+            self.writer.wait()
+
+    def _size(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
+        """Bytes of the weights (and optimizer state) a save writes, for the message of a failed one."""
+        tensors = list(self.strategy.unwrap_model(model).state_dict().values())
+        if self.save_training_state:
+            tensors += [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+        return sum(t.numel() * t.element_size() for t in tensors)  # numel of a DTensor is the global one
+
+    def _intact(self) -> str:
+        previous = find_latest(self.root)
+        if previous is None:
+            return "No earlier checkpoint exists; the run stops here"
+        return f"The previous checkpoint {previous} is intact ({self.root / 'latest'} points to it); the run stops here"
 
     def _prune(self, step: int) -> None:
         """Keeps the newest ``keep_last`` complete checkpoints up to ``step``; removes older ones atomically.

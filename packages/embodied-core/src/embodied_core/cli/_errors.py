@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 import time
@@ -11,6 +12,8 @@ from embodied_core.errors import EmbodiedError, UsageError
 
 __all__ = ["OTHER_RANKS_GRACE_S", "run_guarded", "setup_logging"]
 
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+"""OSErrors that say the disk is full or read-only (reported without a traceback)."""
 OTHER_RANKS_GRACE_S = 5.0
 """Seconds a rank other than 0 waits before exiting on a usage error (rank 0 prints it meanwhile)."""
 
@@ -52,6 +55,13 @@ def run_guarded(prog: str, run: Callable[[], int]) -> int:
         return 2
     except EmbodiedError as exc:
         print(f"{prog}: failed: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        # a full disk or a directory gone read-only in code that wrote without guard_write: the message, no
+        # traceback (any other OSError is a bug and keeps its traceback)
+        if exc.errno not in STORAGE_ERRNOS:
+            raise
+        print(f"{prog}: failed: {exc.filename or 'a write'}: {exc.strerror}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

@@ -10,6 +10,7 @@ from typing import Any
 
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.loggers.base import MetricsLogger
+from embodied_core.storage import guard_write
 
 __all__ = ["JsonlLogger", "build_jsonl"]
 
@@ -31,7 +32,8 @@ class JsonlLogger(MetricsLogger):
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         # JSON has no NaN/Infinity: a skipped step's loss is written as null so every line stays valid JSON.
         record = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
-        self._file.write(json.dumps({"step": step, **record}, allow_nan=False) + "\n")
+        with guard_write(self.path, what=f"the metrics of step {step}"):  # a full or read-only output dir
+            self._file.write(json.dumps({"step": step, **record}, allow_nan=False) + "\n")
 
     def close(self) -> None:
         self._file.close()

@@ -89,7 +89,22 @@ def write_policy_folder(folder: Path, doc: dict[str, Any], weights: dict[str, to
                         step: int | None, record: dict[str, Any]) -> None:
     """Writes ``weights`` as ``model.safetensors`` and the policy files of ``folder`` (its ``doc``) to ``dst``,
     under a temporary name renamed when complete; ``record`` (where the folder came from) goes into ``policy.json``
-    and ``meta.json``. ``dst`` must not exist or be empty (checked by the caller)."""
+    and ``meta.json``. ``dst`` must not exist or be empty (checked by the caller). A full disk or a read-only
+    destination is a :class:`~embodied_core.storage.StorageError` naming ``dst`` and the bytes needed; nothing is
+    left behind."""
+    from embodied_core.storage import guard_write
+
+    tokenizer = (doc.get("tokenizer") or {}).get("files")
+    copied = [folder / doc.get("stats_file", STATS_FILE), folder / ASSETS_DIR]
+    copied += [folder / tokenizer] if tokenizer else []
+    needed = (sum(t.numel() * t.element_size() for t in weights.values())
+              + sum(folder_size(p) for p in copied if p.exists()))
+    with guard_write(dst, what="the policy folder", needed_bytes=needed, after=f"{folder} is unchanged"):
+        _write_policy_folder(folder, doc, weights, dst, step=step, record=record)
+
+
+def _write_policy_folder(folder: Path, doc: dict[str, Any], weights: dict[str, torch.Tensor], dst: Path, *,
+                         step: int | None, record: dict[str, Any]) -> None:
     from embodied_core.checkpoint.checkpointer import save_model_file
 
     dst.parent.mkdir(parents=True, exist_ok=True)

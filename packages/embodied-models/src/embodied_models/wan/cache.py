@@ -2,7 +2,8 @@
 
 A cache folder holds a ``meta.json`` naming its format (``"format": "<name>/<version>"``) and the settings it was
 built with. Every file is written under a temporary name and renamed into place, so an interrupted precompute
-leaves no half file and a rerun resumes by skipping what exists.
+leaves no half file and a rerun resumes by skipping what exists; a full disk or a read-only cache folder removes the
+temporary and raises :class:`~embodied_core.storage.StorageError` naming the file and the bytes it needed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from safetensors.torch import save_file
 
 from embodied_core.errors import DataError
+from embodied_core.storage import guard_write
 
 __all__ = ["META_NAME", "check_cache_matches", "read_cache_meta", "write_atomic_bytes", "write_atomic_safetensors",
            "write_cache_meta"]
@@ -32,15 +34,20 @@ def write_atomic_safetensors(tensors: Mapping[str, torch.Tensor], path: Path,
                              metadata: Mapping[str, str] | None = None) -> None:
     """Writes a safetensors file under a temporary name, then renames it into place."""
     tmp = _tmp_name(path)
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=dict(metadata or {}))
-    tmp.replace(path)
+    needed = sum(t.numel() * t.element_size() for t in tensors.values())
+    with guard_write(path, what="a cache file", needed_bytes=needed, cleanup=tmp,
+                     after="the cache files written before it are complete; rerun the command once there is room"):
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=dict(metadata or {}))
+        tmp.replace(path)
 
 
 def write_atomic_bytes(data: bytes, path: Path) -> None:
     """Writes ``data`` under a temporary name, then renames it into place."""
     tmp = _tmp_name(path)
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    with guard_write(path, what="a cache file", needed_bytes=len(data), cleanup=tmp,
+                     after="the cache files written before it are complete; rerun the command once there is room"):
+        tmp.write_bytes(data)
+        tmp.replace(path)
 
 
 def write_cache_meta(cache: Path, spec: Mapping[str, Any], *, format_name: str) -> None:

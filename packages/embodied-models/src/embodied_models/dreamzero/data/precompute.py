@@ -89,9 +89,13 @@ def encode_prompt(text_encoder: Any, prompt: str, *, text_len: int) -> torch.Ten
 
 
 def _atomic_bytes(path: Path, payload: bytes) -> None:
+    from embodied_core.storage import guard_write
+
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(payload)
-    os.replace(tmp, path)
+    with guard_write(path, what="a cache file", needed_bytes=len(payload), cleanup=tmp,
+                     after="the cache files written before it are complete; rerun the command once there is room"):
+        tmp.write_bytes(payload)
+        os.replace(tmp, path)
 
 
 def _atomic_torch(path: Path, tensors: dict[str, torch.Tensor]) -> None:

@@ -62,15 +62,19 @@ def read_entry(path: Path, *, prompt: str, text_len: int, text_dim: int) -> Text
 
 
 def _atomic_write(path: Path, write: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from embodied_core.storage import guard_write
+
+    with guard_write(path, what="a text-cache file",
+                     after="the cache files written before it are complete; rerun the command once there is room"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                write(handle)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def write_entry(path: Path, *, prompt: str, context: torch.Tensor, mask: torch.Tensor, input_ids: torch.Tensor,
