@@ -12,9 +12,11 @@ A case module provides (see :class:`Case`):
 - ``describe(size)``: one line naming the shape;
 - ``make_inputs(size)``: the batch and fixed draws, from a seeded CPU generator (torch only);
 - ``lerobot_side(size, inputs, work, device, compile_model=...)`` / ``our_side(size, inputs, work, device)``:
-  a :class:`Side`; ``LEROBOT_COMPILE`` says whether lerobot has its own compile switch for this model.
+  a :class:`Side`; ``LEROBOT_COMPILE`` says whether lerobot has its own compile switch for this model;
+- optionally ``trains_on(device)``: False where lerobot's module cannot run backward there (lingbot_va on CPU:
+  flex attention has no CPU backward); both sides then time the forward only.
 
-Only torch is imported here; lerobot and our packages are imported inside the case functions of their side.
+Nothing heavy is imported here; torch, lerobot and our packages are imported inside the case functions of their side.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class Side:
         loss: step index -> the scalar training loss of that step. The runner seeds torch's global RNG with
             ``step_seed(step)`` just before the call; draws a side makes itself must come from there (or, for
             ours, be computed from it in lerobot's order), so both sides see the same noise and time.
-        trainable: False where this side cannot run backward on the device (lerobot's lingbot_va on CPU: flex
-            attention has no CPU backward); the runner then times the forward only, on both sides.
+        train_mode: the module's mode during the step; False (eval: dropout off, autograd still on) where a
+            side has dropout the other cannot draw alike (lerobot's fixed dropout in X-VLA's transformer).
         compiled: what compilation lerobot's side got from its own switch ("" when eager; ours is compiled by
             the runner with the trainer's ``compile_blocks``).
         predict: optional inference callable (used by ``inference_latency.py``): returns the action chunk.
@@ -48,7 +50,7 @@ class Side:
 
     model: Any
     loss: Callable[[int], Any]
-    trainable: bool = True
+    train_mode: bool = True
     compiled: str = ""
     predict: Callable[[], Any] | None = None
     notes: list[str] = field(default_factory=list)

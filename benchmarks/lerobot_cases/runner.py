@@ -111,7 +111,7 @@ def run_side(model_name: str, role: str, *, size: dict[str, Any], work: Path, de
             side.notes.append(str(compile_blocks(side.model)))
     train = trains_on(case, dev)
     side.model.to(dev)
-    side.model.train(True)
+    side.model.train(side.train_mode)
     params = [p for p in side.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01) if train else None
     autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
