@@ -39,9 +39,9 @@ REFERENCE_DATA_FIELDS = (
     "use_processor_image_size", "observation_delta_indices",
 )
 EAGLE_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "patch_size",
-                "num_patches", "layer_norm_eps", "window_size", "full_attention_indexes", "use_windows_attn", "use_rope",
-                "select_layer", "downsample_ratio", "image_token_index", "vocab_size", "num_key_value_heads",
-                "head_dim", "rms_norm_eps", "rope_theta", "tie_word_embeddings")
+                "num_patches", "layer_norm_eps", "window_size", "full_attention_indexes", "use_windows_attn",
+                "use_rope", "select_layer", "downsample_ratio", "image_token_index", "vocab_size",
+                "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta", "tie_word_embeddings")
 
 # (section class, path, field, a value LoongForge accepts and ours does not implement)
 REFUSED: list[tuple[type, str, str, Any]] = [
