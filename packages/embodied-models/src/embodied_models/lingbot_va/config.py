@@ -88,6 +88,12 @@ class LingBotVAModelConfig(BaseModelConfig):
     """Classifier-free guidance of the video stream in ``sample_actions`` (> 1 needs ``null_text_emb``)."""
     action_guidance_scale: float = attrs.field(default=1.0, validator=positive)
     """Classifier-free guidance of the action stream in ``sample_actions`` (1: none)."""
+    attn_window: int = attrs.field(default=30, validator=positive)
+    """Inference KV cache of the streaming policy: attn_window // 2 chunks are kept (lerobot's attn_window)."""
+    video_exec_step: int = -1
+    """Video denoising steps run before the actions are denoised (lerobot's video_exec_step): -1 runs all of them
+    and shows the actions the finished video at t = 0; k in 1..num_inference_steps stops after k steps and shows
+    them the video as the k-th step saw it (at its timestep)."""
     pretrained_path: str | None = None
     """``transformer/`` folder (or a folder holding one) loaded with a strict report when the model is built."""
     pretrained_layout: str = attrs.field(default="lingbot_va", validator=attrs.validators.in_(PRETRAINED_LAYOUTS))
@@ -121,6 +127,12 @@ class LingBotVAModelConfig(BaseModelConfig):
                             f"[0, {self.action_dim}) (bad: {bad})")
         if len(set(self.used_action_channel_ids)) != len(self.used_action_channel_ids):
             problems.append("model.used_action_channel_ids: channels must be distinct")
+        if self.attn_window < 2:
+            problems.append(f"model.attn_window={self.attn_window}: the cache keeps attn_window // 2 chunks, so it "
+                            "must be >= 2")
+        if self.video_exec_step != -1 and not 1 <= self.video_exec_step <= self.num_inference_steps:
+            problems.append(f"model.video_exec_step={self.video_exec_step}: valid are -1 (all steps) or 1.."
+                            f"{self.num_inference_steps} (model.num_inference_steps)")
         for name, low in (("chunk_size_range", 1), ("window_size_range", 1)):
             lo, hi = getattr(self, name)
             if lo < low or hi < lo:
@@ -144,6 +156,9 @@ class LingBotVADataConfig(BaseDataConfig):
     """(height, width) each camera is resized to before VAE encoding (T-shape: the head camera's size)."""
     camera_layout: str = attrs.field(default="width_concat", validator=attrs.validators.in_(CAMERA_LAYOUTS))
     """How per-camera latents are tiled into one latent image."""
+    image_hflip: bool = False
+    """Inference only: mirror every camera frame left-right before it is encoded (lerobot's image_hflip, which undoes
+    its LIBERO env processor's flip); the training latents are never flipped (nor are lerobot's)."""
     action_dim: int | None = None
     """Dimension of the dataset's action vector (scattered into ``model.used_action_channel_ids``); unset: the
     dataset's."""

@@ -112,7 +112,8 @@ class LingBotVAPolicy:
 
     def __init__(self, model: LingBotVAModel, *, vae: Any, transforms: Transforms, prompts: PromptEmbeddings,
                  metadata: PolicyMetadata, image_shapes: Mapping[str, tuple[int, int, int]],
-                 action_quantiles: tuple[torch.Tensor, torch.Tensor] | None, seed: int = 0, max_chunks: int = 15,
+                 action_quantiles: tuple[torch.Tensor, torch.Tensor] | None, seed: int = 0,
+                 max_chunks: int | None = None,
                  num_steps: int | None = None) -> None:
         self.model, self.vae, self.transforms, self.prompts = model, vae, transforms, prompts
         self.metadata = metadata

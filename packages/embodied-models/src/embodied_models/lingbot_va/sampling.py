@@ -7,7 +7,10 @@ this equals one joint forward of [clean predicted video at t=0 | noisy actions] 
 only to video tokens and action tokens attend to everything, which is what we run (recomputing the video
 tokens at each action step instead of caching them). Classifier-free guidance (``model.guidance_scale`` for video,
 ``model.action_guidance_scale`` for actions) runs the prompt and the empty prompt (``null_text_emb``) as one
-doubled batch, ``uncond + s (cond - uncond)``, as the reference. Streaming over many chunks is not implemented.
+doubled batch, ``uncond + s (cond - uncond)``, as the reference. ``model.video_exec_step`` k (the reference's
+``video_exec_step``; -1: off) cuts the video loop after k Euler steps: the actions then attend to the video as it was
+fed to the k-th step (at that step's timestep, frame 0 clean), which is what the reference caches. Streaming over many
+chunks is :mod:`.streaming`.
 """
 
 from __future__ import annotations
@@ -68,10 +71,16 @@ class _Chunk:
         return t
 
 
-def _denoise_video(chunk: _Chunk, video: torch.Tensor, num_steps: int) -> torch.Tensor:
+def _denoise_video(chunk: _Chunk, video: torch.Tensor, num_steps: int) -> tuple[torch.Tensor, float]:
+    """The denoised chunk and the sigma the actions see it at: (video after every step, 0) or, with
+    ``model.video_exec_step`` k, (the input of the k-th step, its sigma)."""
     net, (b, _, _, height, width) = chunk.net, chunk.cond.shape
-    for sigma, next_sigma in zip(*_euler_grid(chunk.cfg.snr_shift, num_steps), strict=True):
+    cut = chunk.cfg.video_exec_step
+    grid = list(zip(*_euler_grid(chunk.cfg.snr_shift, num_steps), strict=True))
+    for i, (sigma, next_sigma) in enumerate(grid):
         video[:, :, :1] = chunk.cond
+        if i == cut - 1:
+            return video, sigma
         t = chunk.timesteps(sigma)
 
         def run(x: torch.Tensor, txt: torch.Tensor, t: torch.Tensor = t) -> torch.Tensor:
@@ -82,10 +91,11 @@ def _denoise_video(chunk: _Chunk, video: torch.Tensor, num_steps: int) -> torch.
         video = video + _guided(run, video, chunk.text, chunk.null_text, chunk.cfg.guidance_scale).float() * (
             next_sigma - sigma)
     video[:, :, :1] = chunk.cond
-    return video
+    return video, 0.0
 
 
-def _denoise_actions(chunk: _Chunk, video: torch.Tensor, actions: torch.Tensor, num_steps: int) -> torch.Tensor:
+def _denoise_actions(chunk: _Chunk, video: torch.Tensor, actions: torch.Tensor, num_steps: int,
+                     video_sigma: float = 0.0) -> torch.Tensor:
     net, cfg, b = chunk.net, chunk.cfg, chunk.cond.shape[0]
     unused = torch.ones(cfg.action_dim, dtype=torch.bool, device=actions.device)
     unused[cfg.used_action_channel_ids] = False
@@ -94,7 +104,7 @@ def _denoise_actions(chunk: _Chunk, video: torch.Tensor, actions: torch.Tensor, 
     mask = torch.ones(length, length, dtype=torch.bool, device=actions.device)
     mask[:video_tokens, video_tokens:] = False  # video never sees actions (it was cached before them)
     grid = torch.cat([chunk.v_grid, chunk.a_grid], dim=2)
-    v_temb, v_proj = net.embed_time(torch.zeros(b, chunk.frames, device=actions.device), video_tokens // chunk.frames,
+    v_temb, v_proj = net.embed_time(chunk.timesteps(video_sigma), video_tokens // chunk.frames,
                                     action=False, dtype=net.patch_embedding_mlp.weight.dtype)
     for sigma, next_sigma in zip(*_euler_grid(cfg.action_snr_shift, num_steps), strict=True):
         actions[:, :, :1] = 0.0
@@ -144,8 +154,8 @@ def sample_chunk(model: LingBotVAModel, batch: dict[str, Any], *, noise: dict[st
     chunk = _Chunk(net=net, cfg=cfg, cond=cond, text=text, null_text=null_text, frames=frames, n=n,
                    v_grid=video_grid_ids(frames // pt, height // ph, width // pw, device=cond.device).expand(b, -1, -1),
                    a_grid=action_grid_ids(frames, n, device=cond.device).expand(b, -1, -1))
-    video = _denoise_video(chunk, noise["video"].float().clone(), num_steps or cfg.num_inference_steps)
+    video, video_sigma = _denoise_video(chunk, noise["video"].float().clone(), num_steps or cfg.num_inference_steps)
     actions = _denoise_actions(chunk, video, noise["action"].float().clone(),
-                               num_steps or cfg.action_num_inference_steps)
+                               num_steps or cfg.action_num_inference_steps, video_sigma)
     picked = actions[:, cfg.used_action_channel_ids, 1:]  # [B, U, F-1, n, 1]
     return picked.squeeze(-1).flatten(2).transpose(1, 2).contiguous()

@@ -9,8 +9,11 @@ Follows the reference's streaming server (lerobot ``LingBotVAPolicy._predict_chu
 2. after the robot executed the chunk: the predicted entries are dropped and the *observed* latents plus the
    *executed* actions are written instead (timestep 0), and the next chunk is predicted at the next frame offset.
 
-The cache keeps the newest ``max_chunks`` written segments per kind (``attn_window // 2`` in the reference's
-sizing). Self-attention of every block reads ``[cache | current]`` with no mask; cross-attention is unchanged.
+The cache keeps the newest ``max_chunks`` written chunks (default ``model.attn_window // 2``, the reference's
+sizing; the reference counts that capacity in tokens and, once full, evicts its oldest tokens, here whole chunks
+go). Self-attention of every block reads ``[cache | current]`` with no mask; cross-attention is unchanged.
+``model.video_exec_step`` k (-1: off) cuts the video loop after k Euler steps, the k-th forward writing the cache
+(the reference's ``video_exec_step``).
 With guidance > 1 and an empty-prompt embedding, the whole session runs a doubled batch (prompt, empty prompt).
 """
 
@@ -85,12 +88,12 @@ class StreamingSession:
     Args:
         model: a LingBot-VA model (eval mode is set).
         text_emb: prompt embedding [B, T, text_dim]; ``null_text_emb`` [B, T0, text_dim] enables guidance.
-        max_chunks: cached chunks kept (the reference keeps ``attn_window // 2``).
+        max_chunks: cached chunks kept (default ``model.attn_window // 2``, as the reference).
         num_steps: denoising steps of both streams (default: the model config's).
     """
 
     def __init__(self, model: LingBotVAModel, text_emb: torch.Tensor, *, null_text_emb: torch.Tensor | None = None,
-                 max_chunks: int = 15, num_steps: int | None = None) -> None:
+                 max_chunks: int | None = None, num_steps: int | None = None) -> None:
         self.model = model.eval()
         self.net = model.transformer
         self.cfg = model.config
@@ -102,7 +105,7 @@ class StreamingSession:
             pad = text.shape[1] - null_text_emb.shape[1]
             text = torch.cat([text_emb, torch.nn.functional.pad(null_text_emb.to(text.dtype), (0, 0, 0, pad))])
         self.text, self.reps, self.batch = text, 2 if guided else 1, text_emb.shape[0]
-        self.cache = KVStream(len(self.net.blocks), max_chunks)
+        self.cache = KVStream(len(self.net.blocks), max_chunks or self.cfg.attn_window // 2)
         self.frame_offset = 0
         self.chunk = 0
         self.init_latent: torch.Tensor | None = None
@@ -138,7 +141,10 @@ class StreamingSession:
         shift = cfg.action_snr_shift if action else cfg.snr_shift
         steps = self.num_steps or (cfg.action_num_inference_steps if action else cfg.num_inference_steps)
         scale = cfg.action_guidance_scale if action else cfg.guidance_scale
-        sigmas = [*sigma_schedule(shift, steps).tolist(), 0.0]
+        full = [*sigma_schedule(shift, steps).tolist(), 0.0]
+        # video_exec_step k: only the first k entries run, each one steps (the k-th also writes the cache)
+        cut = not action and cfg.video_exec_step != -1
+        sigmas = full[:cfg.video_exec_step] if cut else full
         for i, sigma in enumerate(sigmas):
             last = i == len(sigmas) - 1  # the extra forward at t=0 only writes the finished chunk into the cache
             if pinned is not None:
@@ -149,8 +155,10 @@ class StreamingSession:
             if pinned is not None:
                 t[:, 0] = 0.0
             velocity = self._forward(x, t, action=action, write=("pred", self.chunk) if last else None, scale=scale)
-            if not last:
-                x = x + velocity.float() * (sigmas[i + 1] - sigma)
+            if not last or cut:
+                x = x + velocity.float() * (full[i + 1] - sigma)
+        if pinned is not None:
+            x[:, :, :1] = pinned
         return x
 
     def _unused(self, device: torch.device) -> torch.Tensor:

@@ -70,5 +70,8 @@ class StreamingVAEEncoder:
 
     @torch.no_grad()
     def __call__(self, clips: Sequence[torch.Tensor]) -> torch.Tensor:
-        """uint8 clips [N, 3, H, W] per camera -> latents [1, C, L, h, w] of this chunk."""
+        """uint8 clips [N, 3, H, W] per camera -> latents [1, C, L, h, w] of this chunk (mirrored before resizing
+        with ``data.image_hflip``, as the reference)."""
+        if self.data_config.image_hflip:
+            clips = [clip.flip(-1) for clip in clips]
         return encode_cameras(clips, self.data_config, self._encode).unsqueeze(0)
