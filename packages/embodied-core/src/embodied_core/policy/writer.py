@@ -18,6 +18,7 @@ import attrs
 from embodied_core.config.converter import unstructure
 from embodied_core.config.provenance import embodied_versions
 from embodied_core.config.run_config import RunConfig
+from embodied_core.data.image_augmentation import augmentation_record
 from embodied_core.policy.folder import (
     ASSETS_DIR,
     EMBODIMENT_STATS_DIR,
@@ -140,6 +141,8 @@ class PolicyWriter:
             "features": {key: {"dtype": f.dtype, "shape": list(f.shape), "names": list(f.names or []) or None}
                          for key, f in features.items()},
             "dataset": {"format": config.training.dataset_format, "path": config.training.dataset_path},
+            # what training augmented with, the preset expanded (a record only: policies never augment)
+            "training_image_augmentation": augmentation_record(config),
             "versions": embodied_versions(),
         }
         if mixture is not None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from embodied_core.config.run_config import RunConfig
     from embodied_core.data.image_augmentation.pipeline import ImageAugmentation
 
-__all__ = ["IMAGE_PREFIX", "SECTION", "OpEntry", "ResolvedAugmentation", "augmentation_problems",
+__all__ = ["IMAGE_PREFIX", "SECTION", "OpEntry", "ResolvedAugmentation", "augmentation_problems", "augmentation_record",
            "build_image_augmentation", "build_ops", "camera_name", "resolve_augmentation", "run_problems"]
 
 
@@ -68,6 +68,14 @@ def _missing_packages(settings: ResolvedAugmentation) -> list[str]:
             problems.append(f"{SECTION}: op {entry.name} needs the package(s) {', '.join(missing)}, which are not "
                             f"installed{hint}")
     return sorted(set(problems))
+
+
+def augmentation_record(config: RunConfig) -> dict[str, Any] | None:
+    """The resolved settings of the run's augmentation as plain data (the preset expanded into its ops), or None
+    when it has none: what a policy folder records about training."""
+    section = _section(config)
+    settings = resolve_augmentation(section) if section is not None else None
+    return None if settings is None else settings.to_dict()
 
 
 def build_ops(settings: ResolvedAugmentation) -> list[Any]:

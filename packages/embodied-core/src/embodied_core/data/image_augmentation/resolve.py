@@ -166,7 +166,9 @@ def _op_entry(entry: Any, path: str, problems: list[str]) -> OpEntry | None:
     try:
         params = structure(raw, spec.params, path=path)
     except ConfigError as exc:
-        problems.extend(exc.problems)
+        # an unknown key may be meant for any op: name the keys every op takes too
+        problems.extend(p + ", and every op's op, weight, p, skip_cameras" if "unknown key; valid keys:" in p else p
+                        for p in exc.problems)
         return None
     return OpEntry(name=name, params=params, **common)
 

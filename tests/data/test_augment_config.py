@@ -1,0 +1,122 @@
+"""data.image_augmentation settings: bad ones exit 2 naming the field (one run reports them all), good ones reach
+the loader, --record-augmentation-draws writes what was applied, and policies never augment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+
+from embodied_core.config.image_augmentation import ImageAugmentationConfig
+from embodied_core.config.resolve import load_config
+from embodied_core.data.image_augmentation import augmentation_problems
+from embodied_core.errors import ConfigError
+from embodied_core.validation import validate_run_config
+from tests.support import run_embodied
+
+DUMMY = {"model_name": "tiny_flow_policy", "dataset_format": "dummy_datasets", "num_samples": 8, "dtype": "float32",
+         "num_workers": 0, "per_device_batch_size": 2}
+
+
+def _problems(**section: Any) -> list[str]:
+    return augmentation_problems(ImageAugmentationConfig(**section), cameras=["observation.images.front"])
+
+
+def test_bad_settings_exit_2_naming_each_field(tmp_path: Path) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"training": {"model_name": "tiny_flow_policy"}, "data": {"image_augmentation": {
+        "ops": [{"op": "colour_jitter"}, {"op": "color_jitter", "brightness": -0.5, "hue": [0.1, 0.7]},
+                {"op": "random_crop", "scale": 0.9, "sharpnes": 2}],
+        "exclude_cameras": ["wrist"]}}}))
+    done = run_embodied("train", "--config-file", str(config), "--dataset-format", "dummy_datasets",
+                        "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    err = done.stderr
+    assert "Traceback" not in err
+    for expected in ("data.image_augmentation.ops[0].op", "'colour_jitter'", "did you mean 'color_jitter'",
+                     "data.image_augmentation.ops[1].brightness: must be >= 0",
+                     "data.image_augmentation.ops[1].hue: [low, high] must satisfy -0.5 <= low <= high <= 0.5",
+                     "data.image_augmentation.ops[2].sharpnes: unknown key",
+                     "data.image_augmentation.exclude_cameras: 'wrist' is not a camera of the dataset (cameras: "
+                     "front)"):
+        assert expected in err, err
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"preset": "lerobt"}, "unknown data.image_augmentation.preset 'lerobt' in plugin group "
+                           "embodied.image_augmentations"),
+    ({"preset": "resize"}, "data.image_augmentation.preset: 'resize' is an op, not a preset"),
+    ({"ops": [{"op": "lerobot"}]}, "data.image_augmentation.ops[0].op: 'lerobot' is a preset, not an op"),
+    ({"ops": [{"brightness": 0.2}]}, "data.image_augmentation.ops[0]: expected a mapping with an 'op' key"),
+    ({"preset": "lerobot", "max_num_ops": 0}, "data.image_augmentation.max_num_ops: must be >= 1 (got 0)"),
+    ({"ops": [{"op": "resize", "weight": -1}]}, "data.image_augmentation.ops[0].weight: must be >= 0"),
+    ({"ops": [{"op": "resize", "p": 1.5}]}, "data.image_augmentation.ops[0].p: must be in [0, 1]"),
+    ({"ops": [{"op": "random_crop"}]}, "data.image_augmentation.ops[0].scale: give exactly one of size and scale"),
+    ({"ops": [{"op": "random_affine", "translate": [0.5, 2.0]}]},
+     "data.image_augmentation.ops[0].translate: both fractions must be in [0, 1]"),
+    ({"ops": [{"op": "resize", "skip_cameras": "wrist"}]}, "data.image_augmentation.ops[0].skip_cameras: expected a "
+                                                           "list"),
+    ({"exclude_cameras": ["front"]}, "data.image_augmentation.exclude_cameras is set but no augmentation is"),
+])
+def test_each_bad_setting_names_its_field(section: dict[str, Any], message: str) -> None:
+    problems = _problems(**section)
+    assert any(message in p for p in problems), problems
+
+
+def test_good_settings_and_overrides_resolve() -> None:
+    assert _problems(preset="lerobot", exclude_cameras=["front"], max_num_ops=2) == []
+    assert _problems(ops=[{"op": "color_jitter", "brightness": 0.3, "weight": 2, "skip_cameras": ["*wrist*"]}]) == []
+    assert _problems() == []  # off
+
+
+def test_record_draws_needs_an_augmentation_and_the_run_validates() -> None:
+    config = load_config("tiny_flow_policy", training={**DUMMY, "record_augmentation_draws": 2}, environ={})
+    with pytest.raises(ConfigError, match="--record-augmentation-draws 2: there is no augmentation to record"):
+        validate_run_config(config, world_size=1)
+    ok = load_config("tiny_flow_policy", training=DUMMY, data={"image_augmentation": {"preset": "groot"}}, environ={})
+    validate_run_config(ok, world_size=1)
+
+
+def test_training_records_draws_and_policies_never_augment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run with the lerobot preset: the draws file holds what the loader applied to its first samples, the
+    policy folder records the resolved pipeline, and load_policy / predict_action (what embodied serve and embodied
+    eval run) never call the augmentation."""
+    from embodied_core.data.image_augmentation.pipeline import ImageAugmentation
+    from embodied_core.policy.load import load_policy
+    from embodied_core.trainer.api import Trainer
+
+    out = tmp_path / "run"
+    applied: list[int] = []
+    augment = ImageAugmentation.augment
+
+    def counting(self: ImageAugmentation, sample: dict[str, Any], **key: int) -> Any:
+        applied.append(key["index"])
+        return augment(self, sample, **key)
+
+    monkeypatch.setattr(ImageAugmentation, "augment", counting)
+    Trainer({"training": {**DUMMY, "train_iters": 1, "output_dir": str(out), "record_augmentation_draws": 3,
+                          "save_interval": 1}, "data": {"image_augmentation": {"preset": "lerobot",
+                                                                               "max_num_ops": 2}}}).train()
+    assert len(applied) == 3 + 2  # the three recorded samples, then the batch of two the step trained on
+    lines = [json.loads(line) for line in (out / "augmentation_draws.jsonl").read_text().splitlines()]
+    assert lines[0]["settings"]["preset"] == "lerobot" and lines[0]["settings"]["max_num_ops"] == 2
+    assert [line["index"] for line in lines[1:]] == applied[:3]
+    for line in lines[1:]:
+        ops = line["cameras"]["observation.images.front"]["ops"]
+        assert line["epoch"] == 0 and len(ops) == 2 and all("params" in op for op in ops)
+    folder = out / "checkpoints" / "step_1"
+    record = json.loads((folder / "policy.json").read_text())["training_image_augmentation"]
+    assert record["preset"] == "lerobot" and len(record["ops"]) == 6 and record["max_num_ops"] == 2
+
+    def refuse(self: ImageAugmentation, sample: dict[str, Any], **key: int) -> Any:
+        raise AssertionError("a policy augmented its observation")
+
+    monkeypatch.setattr(ImageAugmentation, "augment", refuse)
+    policy = load_policy(folder, device="cpu")
+    observation = {"observation.images.front": torch.full((3, 64, 64), 120, dtype=torch.uint8),
+                   "observation.state": torch.zeros(8), "task": "t"}
+    assert policy.predict_action(observation).shape == (8, 8)
