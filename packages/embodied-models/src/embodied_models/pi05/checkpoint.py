@@ -20,7 +20,7 @@ The map is a :class:`embodied_core.checkpoint.keymap.KeyMap`; sources are found 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -28,6 +28,8 @@ from torch import nn
 
 from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
 from embodied_core.checkpoint.pretrained import resolve_weights
+from embodied_models.pi05.config import Pi05ModelConfig
+from embodied_models.pi05.reference import check_checkpoint_config
 from embodied_models.vla.checkpoint import Globs, Source, load_mapped
 
 __all__ = ["KEY_MAP", "KEY_RULES", "LoadReport", "load_pi05_checkpoint", "map_key", "read_checkpoint"]
@@ -82,7 +84,10 @@ def load_pi05_checkpoint(model: nn.Module, source: Source, *, allow_missing: Glo
                          allow_unexpected: Globs = (), allow_mismatched: Globs = ()) -> LoadReport:
     """Copies a lerobot / openpi / own-layout checkpoint into ``model`` (a materialized Pi05Model), strictly;
     ``source``, the allow patterns, the report and the errors are those of
-    :func:`~embodied_models.vla.checkpoint.load_mapped`."""
+    :func:`~embodied_models.vla.checkpoint.load_mapped`, plus a ConfigError when a lerobot ``config.json`` beside
+    the weights describes another network (:mod:`embodied_models.pi05.reference`)."""
+    if not isinstance(source, Mapping) and isinstance(getattr(model, "config", None), Pi05ModelConfig):
+        check_checkpoint_config(model.config, source)  # a lerobot config.json beside the weights must agree
     report, _ = load_mapped(model, source, KEY_MAP, label="pi0.5", hint=_HINT, allow_missing=allow_missing,
                             allow_unexpected=allow_unexpected, allow_mismatched=allow_mismatched)
     return report

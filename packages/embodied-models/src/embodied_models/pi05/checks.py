@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from embodied_models.pi05.config import Pi05DataConfig, Pi05ModelConfig
+from embodied_models.pi05.reference import checkpoint_config_problems
 from embodied_models.vla.checks import multiple_problems, run_config_check, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
@@ -22,9 +26,19 @@ def size_problems(model: Pi05ModelConfig, data: Pi05DataConfig) -> list[str]:
     return problems
 
 
-check_run_config = run_config_check(
+_size_and_tokenizer_problems = run_config_check(
     Pi05ModelConfig, Pi05DataConfig, size_problems, needs_folder=lambda model: model.tokenizer == "paligemma",
     folder_message="pi0.5 tokenizes its prompt with the PaliGemma tokenizer: pass --tokenizer-path DIR (a local "
     "Hugging Face tokenizer directory) or data.tokenizer_path=DIR; model.tokenizer=tiny uses the built-in tiny "
     "tokenizer instead")
-"""Extra validation of a RunConfig whose model is pi0.5 (declared in the pi05 specs' ``checks``)."""
+
+
+def check_run_config(config: Any) -> list[str]:
+    """Extra validation of a RunConfig whose model is pi0.5 (declared in the pi05 specs' ``checks``): sizes, the
+    tokenizer folder, and a lerobot ``config.json`` beside ``--pretrained-checkpoint`` (read before anything is
+    built; see embodied_models.pi05.reference)."""
+    problems = _size_and_tokenizer_problems(config)
+    checkpoint = getattr(config.training, "pretrained_checkpoint", None)
+    if isinstance(config.model, Pi05ModelConfig) and checkpoint and Path(checkpoint).exists():
+        problems += checkpoint_config_problems(config.model, checkpoint)
+    return problems
