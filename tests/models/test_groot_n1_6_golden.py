@@ -10,6 +10,7 @@ dropout off). README tolerance: atol = rtol = 1e-5; backbone features on real to
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from embodied_models.groot_n1_6.modeling import GrootN16Model
 from tests.support import FIXTURES_DIR
 
 FIXTURE = FIXTURES_DIR / "groot_n1_6_loongforge"
+REPO_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 
 
@@ -140,3 +142,39 @@ def test_the_fixture_is_sensitive_to_windows_rope_and_eval_mode(golden):
         finally:
             setattr(vision, attribute, saved)
         assert (tokens - expected["vl.debug.vision_tokens"]).abs().max() > 1e-2, attribute
+
+
+# ---------------------------------------------------------------------------------------------------------- sizes
+SIZES = REPO_FIXTURES / "groot_n1_6_sizes"
+
+
+@pytest.fixture(scope="module")
+def sizes():
+    model = fixture_model(SIZES)
+    return model, load_file(SIZES / "inputs.safetensors"), load_file(SIZES / "expected.safetensors")
+
+
+def test_a_second_golden_at_other_sizes_matches_the_reference(sizes):
+    """tests/fixtures/groot_n1_6_sizes (benchmarks/groot_n1_6_second_golden.py): window 3 with partial tiles, the
+    full-attention layer last, 4 image sizes (two alike in one element), select_layer 3 of 5, RoPE theta 500, 4 DiT
+    blocks, horizon 12, 5 sampling steps; float16-exact weights, uint8 images through the model's normalization."""
+    model, inputs, expected = sizes
+    doc = json.loads((SIZES / "config.json").read_text())
+    count = sum(1 for k in inputs if k.startswith("images."))
+    pixels = [model.backbone.normalize(inputs[f"images.{i}"][None])[0] for i in range(count)]
+    ids, real = inputs["input_ids"], inputs["attention_mask"] == 1
+    image_mask = ids == doc["eagle_config"]["image_token_index"]
+    with torch.no_grad():
+        torch.testing.assert_close(torch.cat(model.backbone.vision(pixels))[None], expected["vision_tokens"], **TOL)
+        torch.testing.assert_close(model.backbone.image_tokens(pixels)[None], expected["vit_embeds"], **TOL)
+        head_inputs = model.pixel_head_inputs(pixels, ids, real, image_mask, inputs["state"], inputs["embodiment_id"])
+        torch.testing.assert_close(head_inputs.features[real], expected["backbone_features"][real], **TOL)
+        out = model.action_head.training_terms(head_inputs, inputs["action"], inputs["action_mask"],
+                                               noise=inputs["noise"], t=inputs["t"])
+    assert torch.equal(out["buckets"], expected["t_bucket"])
+    torch.testing.assert_close(out["context"][real], expected["vl_embeds"][real], **TOL)
+    for ours, theirs in (("state_token", "state_features"), ("pred_velocity", "pred_velocity"),
+                         ("action_loss", "action_loss"), ("loss", "loss")):
+        torch.testing.assert_close(out[ours], expected[theirs], **TOL, msg=ours)
+    pred = model.action_head.sample(head_inputs, inputs["sample_init_noise"], model.config.num_inference_steps)
+    torch.testing.assert_close(pred, expected["action_pred"], **TOL)
