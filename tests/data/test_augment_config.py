@@ -120,3 +120,25 @@ def test_training_records_draws_and_policies_never_augment(tmp_path: Path, monke
     observation = {"observation.images.front": torch.full((3, 64, 64), 120, dtype=torch.uint8),
                    "observation.state": torch.zeros(8), "task": "t"}
     assert policy.predict_action(observation).shape == (8, 8)
+
+
+def test_preview_writes_the_grid_and_refuses_bad_settings(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from tests.support import DATASETS_DIR
+
+    dataset = DATASETS_DIR / "lerobot_written" / "v30"
+    out = tmp_path / "grid.png"
+    done = run_embodied("data", "preview", str(dataset), "--image-augmentation", "lerobot", "--samples", "3",
+                        "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines[:3]] == ["sample 0", "sample 60", "sample 119"]
+    assert all("front: " in line and "wrist: " in line and "_factor=" in line for line in lines[:3])
+    # 3 rows of (front 120 x 160 | augmented | wrist 72 x 96 | augmented), 4 px gaps
+    assert Image.open(out).size == (2 * 160 + 2 * 96 + 5 * 4, 3 * 120 + 4 * 4)
+    bad = run_embodied("data", "preview", str(dataset), "--image-augmentation", "lerobt", "--out", str(out))
+    assert bad.returncode == 2 and "did you mean 'lerobot'" in bad.stderr, bad.stderr
+    cameras = run_embodied("data", "preview", str(dataset), "--image-augmentation", "lerobot", "--cameras", "wirst",
+                           "--out", str(out))
+    assert cameras.returncode == 2 and "--cameras wirst: not a camera of the dataset" in cameras.stderr

@@ -59,6 +59,8 @@ class ColorJitterOp(_V2Op):
     """torchvision's ColorJitter; ``kernels: v1`` applies the draws with transforms.functional (the same draws:
     ``randperm(4)``, then the factors in brightness, contrast, saturation, hue order)."""
 
+    size_dependent = False
+
     def __init__(self, options: p.ColorJitterParams) -> None:
         super().__init__(transforms_v2().ColorJitter(brightness=_range(options.brightness),
                                                      contrast=_range(options.contrast),
@@ -73,6 +75,8 @@ class ColorJitterOp(_V2Op):
 
 class SharpnessJitterOp:
     """A uniformly drawn sharpness factor (lerobot's SharpnessJitter) applied by torchvision's adjust_sharpness."""
+
+    size_dependent = False
 
     def __init__(self, options: p.SharpnessJitterParams) -> None:
         sharpness = options.sharpness
@@ -128,8 +132,11 @@ class RandomCropOp:
 class ResizeOp:
     """torchvision's resize to a fixed size, or back to the camera's size before the first op. No draw."""
 
+    size_dependent = False
+
     def __init__(self, options: p.ResizeParams) -> None:
         self.size = options.size
+        self.input_size_dependent = options.size is None  # "back to the input size": the drawing camera's size
         self.interpolation = options.interpolation
         self.antialias = options.antialias
 

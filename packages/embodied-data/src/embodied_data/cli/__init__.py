@@ -4,6 +4,7 @@
 embodied data inspect PATH [--deep] [--json] version, episodes, features, codecs in the files, problems
 embodied data synth OUTPUT [--episodes N ...] a small LeRobot v3.0 dataset of a visual reaching task
 embodied data stats PATH [--episodes ...]    per-feature stats and where they come from
+embodied data preview PATH --image-augmentation PRESET|FILE.yaml [--samples 8 --out grid.png]  original vs augmented
 embodied data collect --env ENV --out DIR ...  an env's scripted expert as a dataset (embodied-eval's data-collect)
 ```
 """
@@ -28,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     extra = sorted(name[len("data-"):] for name in registry.names(COMMANDS) if name.startswith("data-"))
     epilog = f"sub-commands from other packages: {', '.join(extra)}" if extra else None
     parser = argparse.ArgumentParser(prog="embodied data", description="Dataset tools.", epilog=epilog)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{inspect,synth,stats}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{inspect,synth,stats,preview}")
 
     inspect = sub.add_parser("inspect", help="describe a LeRobot dataset and list its problems (exit 1 if any)")
     inspect.add_argument("path", help="dataset root (the folder holding meta/info.json)")
@@ -60,6 +61,19 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("path", help="dataset root")
     stats.add_argument("--episodes", type=index_list, default=None, help="episode subset, e.g. 0-9,12")
     stats.add_argument("--json", action="store_true", help="print the stats as JSON")
+
+    preview = sub.add_parser("preview", help="a PNG grid of original vs augmented frames (data.image_augmentation)")
+    preview.add_argument("path", help="dataset root")
+    preview.add_argument("--image-augmentation", required=True, metavar="PRESET|FILE.yaml",
+                         help="a preset (lerobot, openpi, groot, cosmos3, dreamzero) or a YAML file with a "
+                              "data.image_augmentation section")
+    preview.add_argument("--samples", type=int, default=8, help="rows: samples evenly spaced over the dataset (8)")
+    preview.add_argument("--out", default="augmentation_preview.png", help="PNG to write")
+    preview.add_argument("--seed", type=int, default=3047, help="the run's --seed whose draws to show (3047)")
+    preview.add_argument("--epoch", type=int, default=0, help="the epoch whose draws to show (0)")
+    preview.add_argument("--cameras", nargs="+", default=None, help="cameras to show (default: all)")
+    preview.add_argument("--episodes", type=index_list, default=None, help="episode subset, e.g. 0-9,12")
+    preview.add_argument("--video-backend", default="torchcodec", help="frame decoder (default torchcodec)")
     return parser
 
 
@@ -108,6 +122,22 @@ def _run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_preview(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from embodied_data.cli.preview import augmentation_section, preview
+
+    if args.samples < 1:
+        raise UsageError(f"--samples {args.samples}: must be >= 1")
+    out = Path(args.out)
+    lines = preview(args.path, section=augmentation_section(args.image_augmentation), samples=args.samples, out=out,
+                    seed=args.seed, epoch=args.epoch, cameras=args.cameras, episodes=args.episodes,
+                    video_backend=args.video_backend)
+    print("\n".join(lines))
+    print(f"wrote {out}: {len(lines)} samples, original | augmented per camera")
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
     """Runs ``embodied data`` with ``argv`` (the arguments after ``data``); returns the exit code."""
     from embodied_core import registry
@@ -118,7 +148,7 @@ def main(argv: Sequence[str]) -> int:
     if argv and not argv[0].startswith("-") and f"data-{argv[0]}" in registry.names(COMMANDS):
         return registry.load_factory(COMMANDS, f"data-{argv[0]}")(list(argv[1:]))
     args = _parser().parse_args(list(argv))
-    runners = {"inspect": _run_inspect, "synth": _run_synth, "stats": _run_stats}
+    runners = {"inspect": _run_inspect, "synth": _run_synth, "stats": _run_stats, "preview": _run_preview}
     if args.command not in runners:
         raise UsageError(f"unknown sub-command {args.command!r}")
     return runners[args.command](args)

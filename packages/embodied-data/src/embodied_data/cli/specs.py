@@ -8,6 +8,6 @@ __all__ = ["DATA_COMMAND"]
 
 DATA_COMMAND = PluginSpec(
     name="data",
-    description="dataset tools: inspect a LeRobot dataset, synthesize one, print its stats",
+    description="dataset tools: inspect a LeRobot dataset, synthesize one, print its stats, preview augmentation",
     factory="embodied_data.cli:main",
 )

@@ -44,9 +44,17 @@ class ImageOp(Protocol):
     def apply(self, frames: torch.Tensor, params: Mapping[str, Any]) -> torch.Tensor:
         """``frames`` transformed with ``params`` (same dtype)."""
 
+    # Optional: ``size_dependent = False`` on an op whose params fit frames of any size (colour changes), and
+    # ``input_size_dependent = True`` on one whose params depend on the camera's size before the first op (a resize
+    # back to it). A shared draw is replayed on another camera only where these sizes agree.
+
 
 AppliedOp = dict[str, Any]
 """One applied op as recorded: ``{"op": name, "params": {...}}``."""
+
+_Step = tuple[int, Any, Any]
+"""One drawn op: its entry's position, its params (None: its ``p`` said no) and the (input size, frame size) it was
+drawn on, which a shared draw checks before it is replayed on another camera."""
 
 
 class ImageAugmentation:
@@ -105,8 +113,6 @@ class ImageAugmentation:
                             "model's data pipeline turns the frames into other keys before the augmentation layer "
                             "runs, so unset data.image_augmentation (a model that augments inside its own transforms "
                             "has a data option for it)")
-        if self.settings.camera_draws == "shared":
-            self._check_one_size(sample, cameras, index)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.sample_key(epoch=epoch, index=index))
             for key in cameras:
@@ -116,7 +122,7 @@ class ImageAugmentation:
                 if self.settings.camera_draws == "shared" and shared is None:
                     shared = plan
                 out[key] = result
-                record[key] = [{"op": self.entries[i].name, "params": params} for i, params in plan
+                record[key] = [{"op": self.entries[i].name, "params": params} for i, params, _ in plan
                                if not self.entries[i].skips(key)]
         return out, record
 
@@ -125,15 +131,7 @@ class ImageAugmentation:
         global RNG as the caller seeded it: for a model that augments inside its own transforms at the place its
         reference does (cosmos3's float stack of views). Returns the frames and the ops applied."""
         out, plan = self._apply(frames, camera_key, None)
-        return out, [{"op": self.entries[i].name, "params": params} for i, params in plan]
-
-    def _check_one_size(self, sample: Mapping[str, Any], cameras: Sequence[str], index: int) -> None:
-        sizes = {key: tuple(sample[key].shape[-2:]) for key in cameras if isinstance(sample[key], torch.Tensor)}
-        if len(set(sizes.values())) > 1:
-            listing = ", ".join(f"{k} {list(s)}" for k, s in sizes.items())
-            raise DataError(f"image augmentation: camera_draws shared replays one draw on every camera, but sample "
-                            f"{index}'s cameras differ in size ({listing}); use camera_draws: independent or "
-                            "exclude_cameras")
+        return out, [{"op": self.entries[i].name, "params": params} for i, params, _ in plan]
 
     def _frames(self, value: Any, key: str, index: int) -> torch.Tensor:
         if not isinstance(value, torch.Tensor) or value.dtype != torch.uint8 or value.ndim not in (3, 4):
@@ -150,8 +148,7 @@ class ImageAugmentation:
             chosen = chosen.sort().values
         return [int(i) for i in chosen]
 
-    def _run(self, frames: torch.Tensor, key: str,
-             plan: list[tuple[int, dict[str, Any]]] | None) -> tuple[torch.Tensor, list[tuple[int, dict[str, Any]]]]:
+    def _run(self, frames: torch.Tensor, key: str, plan: list[_Step] | None) -> tuple[torch.Tensor, list[_Step]]:
         """Draws (unless ``plan`` replays a shared draw) and applies the ops to one camera's uint8 frames, in the
         compute dtype, back to uint8."""
         x = frames if self.settings.compute_dtype == "uint8" else frames.to(torch.float32) / 255.0
@@ -161,21 +158,32 @@ class ImageAugmentation:
             x = (x.round() if self.settings.quantize == "round" else x).clamp(0.0, 255.0).to(torch.uint8)
         return x, drawn
 
-    def _apply(self, x: torch.Tensor, key: str,
-               plan: list[tuple[int, dict[str, Any]]] | None) -> tuple[torch.Tensor, list[tuple[int, dict[str, Any]]]]:
+    def _apply(self, x: torch.Tensor, key: str, plan: list[_Step] | None) -> tuple[torch.Tensor, list[_Step]]:
         input_size = (int(x.shape[-2]), int(x.shape[-1]))
-        drawn: list[tuple[int, dict[str, Any]]] = []
-        steps = plan if plan is not None else [(i, None) for i in self._order()]
-        for i, params in steps:
+        drawn: list[_Step] = []
+        steps = plan if plan is not None else [(i, None, None) for i in self._order()]
+        for i, params, sizes in steps:
             entry, op = self.entries[i], self.ops[i]
+            here = (input_size, (int(x.shape[-2]), int(x.shape[-1])))
             if params is None:
                 if entry.skips(key) and self.settings.camera_draws != "shared":
                     continue  # a skipped op draws nothing for this camera (openpi: wrist cameras)
                 applies = entry.p >= 1.0 or bool(torch.rand(()) < entry.p)
-                params = op.draw(x, input_size=input_size) if applies else None
-                drawn.append((i, params))
+                drawn.append((i, op.draw(x, input_size=input_size) if applies else None, here))
+                params = drawn[-1][1]
+            elif _mismatch(op, sizes, here):
+                raise DataError(f"image augmentation: camera_draws shared replays the {entry.name} drawn on "
+                                f"frames of {list(sizes[1])} (input {list(sizes[0])}) on {key!r}, whose frames are "
+                                f"{list(here[1])} (input {list(here[0])}); use camera_draws: independent, or "
+                                "exclude_cameras")
             if params is not None and not entry.skips(key):
                 x = op.apply(x, params)
         if plan is not None:
             drawn = list(plan)
-        return x, [(i, params) for i, params in drawn if params is not None]
+        return x, [step for step in drawn if step[1] is not None]
+
+
+def _mismatch(op: ImageOp, drawn_on: Any, here: Any) -> bool:
+    """Whether a shared draw of ``op`` made on ``drawn_on`` ((input size, frame size)) does not fit ``here``."""
+    return ((getattr(op, "size_dependent", True) and drawn_on[1] != here[1])
+            or (getattr(op, "input_size_dependent", False) and drawn_on[0] != here[0]))
