@@ -87,3 +87,30 @@ def test_layouts_lerobot_accepts_and_this_port_does_not_are_config_errors(key, v
     model, _ = _read(*_with("", key, value))
     with pytest.raises(ConfigError, match=re.escape(message)):
         structure(model, SmolVLAModelConfig, path="model", source="config.json")
+
+
+def test_a_checkpoint_config_describing_another_network_is_refused(tmp_path):
+    from embodied_core.config.resolve import load_config
+    from embodied_models.smolvla.checkpoint import load_smolvla_checkpoint
+    from embodied_models.smolvla.checks import check_run_config
+    from embodied_models.smolvla.reference import checkpoint_config_problems
+
+    model, _ = _read(POLICY, VLM)
+    ours = SmolVLAModelConfig(**model)
+    assert checkpoint_config_problems(ours, FIXTURE / "model.safetensors") == []
+    assert checkpoint_config_problems(SmolVLAModelConfig(**{**model, "num_expert_layers": 0, "num_vlm_layers": 3}),
+                                      FIXTURE) != []
+    class Model:  # the loader checks the config before it reads a tensor
+        config = SmolVLAModelConfig(**{**model, "prefix_length": -1})
+
+    with pytest.raises(ConfigError, match=r"model\.prefix_length=72 \(checkpoint\) vs -1 \(model\)"):
+        load_smolvla_checkpoint(Model(), FIXTURE / "model.safetensors")
+    folder = tmp_path / "pretrained_model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**POLICY, "use_cache": False}))
+    (folder / "model.safetensors").write_bytes(b"")
+    problems = check_run_config(load_config("smolvla_tiny", training={"pretrained_checkpoint": str(tmp_path)}))
+    assert any("use_cache=false is not ported" in p for p in problems), problems
+    # smolvla_base's own config (lerobot's defaults) agrees with our smolvla preset
+    (folder / "config.json").write_text(json.dumps({"type": "smolvla"}))
+    assert checkpoint_config_problems(load_config("smolvla").model, tmp_path) == []

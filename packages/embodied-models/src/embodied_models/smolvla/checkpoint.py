@@ -17,15 +17,14 @@ shapes are checked. Any of the three is a CheckpointError unless allowed by a pa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from torch import nn
 
 from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
+from embodied_models.smolvla.config import SmolVLAModelConfig
+from embodied_models.smolvla.reference import check_checkpoint_config
 from embodied_models.vla.checkpoint import Globs, Source, load_mapped
-
-if TYPE_CHECKING:
-    from embodied_models.smolvla.config import SmolVLAModelConfig
 
 __all__ = ["LoadReport", "key_map", "load_smolvla_checkpoint"]
 
@@ -69,7 +68,10 @@ def load_smolvla_checkpoint(model: nn.Module, source: Source, *, allow_missing: 
                             allow_unexpected: Globs = (), allow_mismatched: Globs = ()) -> LoadReport:
     """Copies a lerobot / own-layout SmolVLA checkpoint into ``model`` (a materialized SmolVLAModel), strictly;
     ``source``, the allow patterns, the report and the errors are those of
-    :func:`~embodied_models.vla.checkpoint.load_mapped`."""
+    :func:`~embodied_models.vla.checkpoint.load_mapped`, plus a ConfigError when a lerobot ``config.json`` beside
+    the weights describes another network (:mod:`embodied_models.smolvla.reference`)."""
+    if not isinstance(source, Mapping) and isinstance(getattr(model, "config", None), SmolVLAModelConfig):
+        check_checkpoint_config(model.config, source)  # a lerobot config.json beside the weights must agree
     report, _ = load_mapped(model, source, key_map(model.config),  # type: ignore[arg-type]
                             label="SmolVLA", hint=_HINT, allow_missing=allow_missing,
                             allow_unexpected=allow_unexpected, allow_mismatched=allow_mismatched)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig
+from embodied_models.smolvla.reference import checkpoint_config_problems
 from embodied_models.vla.checks import run_config_check, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
@@ -23,9 +27,19 @@ def size_problems(model: SmolVLAModelConfig, data: SmolVLADataConfig) -> list[st
     return problems
 
 
-check_run_config = run_config_check(
+_size_and_tokenizer_problems = run_config_check(
     SmolVLAModelConfig, SmolVLADataConfig, size_problems, needs_folder=lambda model: model.tokenizer == "smolvlm",
     folder_message="SmolVLA tokenizes the task with SmolVLM2's tokenizer: pass --tokenizer-path DIR (a local Hugging "
     "Face tokenizer directory, e.g. HuggingFaceTB/SmolVLM2-500M-Video-Instruct's files) or data.tokenizer_path=DIR; "
     "model.tokenizer=tiny uses the built-in byte tokenizer instead")
-"""Extra validation of a RunConfig whose model is SmolVLA (declared in the smolvla specs' ``checks``)."""
+
+
+def check_run_config(config: Any) -> list[str]:
+    """Extra validation of a RunConfig whose model is SmolVLA (declared in the smolvla specs' ``checks``): sizes,
+    the tokenizer folder, and a lerobot ``config.json`` beside ``--pretrained-checkpoint`` (read before anything is
+    built; see embodied_models.smolvla.reference)."""
+    problems = _size_and_tokenizer_problems(config)
+    checkpoint = getattr(config.training, "pretrained_checkpoint", None)
+    if isinstance(config.model, SmolVLAModelConfig) and checkpoint and Path(checkpoint).exists():
+        problems += checkpoint_config_problems(config.model, checkpoint)
+    return problems

@@ -3,16 +3,24 @@ one value, and where the run-level ones live here (the README's "Reference field
 
 :func:`policy_problems` and :func:`vlm_problems` name each key whose value this port does not implement;
 ``lerobot_import.lerobot_configs`` (``embodied checkpoint import-lerobot-smolvla``) raises them as one UsageError
-before anything is built. No torch.
+before anything is built. A lerobot ``config.json`` beside ``--pretrained-checkpoint`` is checked the same way and
+must agree with the model config on the network fields it states (:data:`POLICY_MODEL_FIELDS`; the VLM's own
+sizes are not beside a checkpoint, the strict load checks their shapes). No torch.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["POLICY_FIXED", "RUN_KEYS", "TEXT_FIXED", "VISION_FIXED", "policy_problems", "vlm_problems"]
+from embodied_core.errors import ConfigError
+from embodied_models.vla.reference import disagreements, reference_config
+
+__all__ = ["POLICY_FIXED", "POLICY_MODEL_FIELDS", "RUN_KEYS", "TEXT_FIXED", "VISION_FIXED", "check_checkpoint_config",
+           "checkpoint_config_problems", "policy_problems", "vlm_problems"]
 
 POLICY_FIXED: dict[str, tuple[tuple[Any, ...], str]] = {
     "n_obs_steps": ((1,), "SmolVLA reads one observation step"),
@@ -100,3 +108,54 @@ def vlm_problems(vlm_cfg: Mapping[str, Any], *, image_size: int | None = None) -
         problems.append(f"vision_config.image_size {vision['image_size']} differs from resize_imgs_with_padding "
                         f"{image_size}: the vision position table here is built for the model resolution")
     return problems
+
+
+POLICY_MODEL_FIELDS: dict[str, tuple[str, Any]] = {
+    "max_state_dim": ("max_state_dim", 32),
+    "max_action_dim": ("max_action_dim", 32),
+    "num_vlm_layers": ("num_vlm_layers", 16),
+    "num_expert_layers": ("num_expert_layers", -1),
+    "attention_mode": ("attention_mode", "cross_attn"),
+    "self_attn_every_n_layers": ("self_attn_every_n_layers", 2),
+    "expert_width_multiplier": ("expert_width_multiplier", 0.75),
+    "add_image_special_tokens": ("add_image_special_tokens", False),
+    "prefix_length": ("prefix_length", -1),
+    "min_period": ("min_period", 4e-3),
+    "max_period": ("max_period", 4.0),
+}
+"""``SmolVLAConfig`` keys that fix the network -> (``model.*`` field, lerobot's default), compared with the model
+config when a checkpoint's config.json states them (the inference and fine-tuning settings are not)."""
+
+
+def _normalized(fields: dict[str, Any]) -> dict[str, Any]:
+    """Equivalent spellings made equal: lerobot's num_expert_layers -1 is our 0 (one expert layer per VLM layer),
+    and every prefix_length <= 0 pads nothing."""
+    return {**fields, "num_expert_layers": max(0, int(fields["num_expert_layers"])),
+            "prefix_length": max(-1, int(fields["prefix_length"]))}
+
+
+def checkpoint_config_problems(model_config: Any, source: str | Path) -> list[str]:
+    """Why ``model_config`` cannot run the checkpoint at ``source`` by its lerobot ``config.json`` (empty when there
+    is none, it is not a SmolVLA config, or it agrees)."""
+    found = reference_config(source, policy_type="smolvla")
+    if found is None or isinstance(found, str):
+        return [found] if found else []
+    path, doc = found
+    problems = policy_problems(doc)
+    if problems:
+        return [f"{path}: " + "; ".join(problems)]
+    theirs = _normalized({field: doc.get(key, default) for key, (field, default) in POLICY_MODEL_FIELDS.items()})
+    ours = _normalized({field: getattr(model_config, field) for field in theirs})
+    mismatched = disagreements(SimpleNamespace(**ours), theirs)
+    if mismatched:
+        return [f"{path} describes another SmolVLA than the model config: " + "; ".join(mismatched)
+                + "; set those model fields (or load a matching checkpoint)"]
+    return []
+
+
+def check_checkpoint_config(model_config: Any, source: str | Path) -> None:
+    """ConfigError with :func:`checkpoint_config_problems` when there are any."""
+    problems = checkpoint_config_problems(model_config, source)
+    if problems:
+        raise ConfigError("; ".join(problems))
+
