@@ -2,7 +2,7 @@
 processor folder given by ``--tokenizer-path`` and weights from an official GR00T N1.6 folder
 (``--pretrained-checkpoint``); the loss falls; the checkpoint is a policy folder that load_policy and ``embodied
 serve`` (the real openpi client) answer with exactly the training path's actions; a resumed run repeats the
-uninterrupted run's losses."""
+uninterrupted run's losses; ``embodied eval --offline`` scores the checkpoint on the dataset."""
 
 from __future__ import annotations
 
@@ -126,6 +126,17 @@ def test_policy_and_server_predict_exactly_the_training_path(run, tmp_path):
         np.testing.assert_array_equal(arrays[f"a{i}"], want)
     assert facts["metadata"]["model_name"] == "groot_n1_6_tiny"
 
+
+
+def test_offline_eval_of_the_checkpoint_on_the_dataset(run, tmp_path):
+    """``embodied eval --offline``: the policy's chunks against the dataset's actions (one episode)."""
+    out = tmp_path / "offline"
+    done = run_embodied("eval", str(run["checkpoint"]), "--offline", str(V30), "--offline-episodes", "1",
+                        "--offline-stride", "10", "--output-dir", str(out), env=clean_env(OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads((out / "offline_eval.json").read_text())
+    assert doc["dataset"]["episodes"] == [1] and len(doc["mse_per_step"]) == 8
+    assert all(np.isfinite(v) for v in doc["mse_per_step"]) and set(doc["mse_per_dim"]) == {"a0", "a1", "a2", "a3"}
 
 def _dummy_run(out: Path, steps: int, **training) -> list[float]:
     Trainer({"training": {"model_name": "groot_n1_6_tiny", "dataset_format": "dummy_datasets", "num_samples": 24,
