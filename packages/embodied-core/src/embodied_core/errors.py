@@ -21,6 +21,7 @@ __all__ = [
     "ObservationError",
     "PluginError",
     "PluginLoadError",
+    "RankFailureError",
     "UnknownPluginError",
     "UsageError",
     "closest_match",
@@ -91,6 +92,11 @@ class ExternalReferenceError(UsageError):
 
 class CheckpointError(EmbodiedError):
     """A checkpoint is missing, incomplete or does not match the model."""
+
+
+class RankFailureError(EmbodiedError):
+    """Another rank of a distributed job failed (its error is quoted) or stopped responding (named), so this rank
+    stops too instead of waiting in a collective."""
 
 
 class DataError(EmbodiedError):

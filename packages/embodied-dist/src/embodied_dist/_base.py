@@ -25,7 +25,8 @@ from torch.distributed.checkpoint.state_dict import (
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.distributed.base import DistributedStrategy
 from embodied_core.distributed.validation import LaunchEnv, launch_env, launch_problems
-from embodied_core.errors import UsageError
+from embodied_core.errors import RankFailureError, UsageError
+from embodied_dist.faults import FaultMonitor, is_collective_failure
 
 __all__ = ["ProcessGroupStrategy"]
 
@@ -33,6 +34,12 @@ logger = logging.getLogger("embodied.dist")
 
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 """Gather the whole state to rank 0, moving each tensor to CPU as it arrives (bounded device memory)."""
+
+
+def _first_sentence(exc: BaseException) -> str:
+    """The backend's own words, without gloo's generic advice ("This is typically caused by ...")."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text.split(". This is typically")[0][:300]
 
 
 class ProcessGroupStrategy(DistributedStrategy):
@@ -54,6 +61,7 @@ class ProcessGroupStrategy(DistributedStrategy):
         self.local_rank = self.env.local_rank
         self._async_group: Any = None
         self._owns_group = False
+        self._monitor: FaultMonitor | None = None
 
     def setup(self) -> None:
         """Initializes the default process group; a dedicated gloo group serves ``--async-save``."""
@@ -66,21 +74,57 @@ class ProcessGroupStrategy(DistributedStrategy):
         else:
             self.device = torch.device("cpu")
             backend = "gloo"
+        timeout = datetime.timedelta(minutes=self.args.distributed_timeout_minutes)
         if not dist.is_initialized():  # an embedding program may have initialized it (and then owns it)
-            dist.init_process_group(backend=backend, timeout=datetime.timedelta(minutes=30))
+            dist.init_process_group(backend=backend, timeout=timeout)
             self._owns_group = True
         if dist.get_world_size() != self.world_size:
             raise UsageError(f"process group has {dist.get_world_size()} ranks but WORLD_SIZE={self.world_size}")
         if self.args.async_save:
             # Background checkpoint writes run collectives from another thread; sharing the training group
             # with them crashes gloo (and serializes behind NCCL kernels), so they get their own group.
-            self._async_group = dist.new_group(backend="gloo")
+            self._async_group = dist.new_group(backend="gloo", timeout=timeout)
+        if os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT"):
+            self._monitor = FaultMonitor(rank=self.rank, world_size=self.world_size,
+                                         host=os.environ["MASTER_ADDR"], port=int(os.environ["MASTER_PORT"])).start()
         if self.is_main:
-            logger.info("%s: %d processes on %d node(s), backend %s", type(self).__name__, self.world_size,
-                        self.env.num_nodes, backend)
+            logger.info("%s: %d processes on %d node(s), backend %s, collective timeout %g min", type(self).__name__,
+                        self.world_size, self.env.num_nodes, backend, self.args.distributed_timeout_minutes)
+
+    def on_failure(self, exc: Exception) -> BaseException | None:
+        """This rank's own error is recorded for the others (each stops, naming this rank); a failed collective
+        becomes a :class:`RankFailureError` quoting the rank that failed or naming the ranks that stopped
+        responding (see :mod:`embodied_dist.faults`)."""
+        monitor = self._monitor
+        if monitor is None:
+            return None
+        if isinstance(exc, UsageError):  # every rank validates alike and reports it itself (rank 0 prints)
+            return None
+        if not is_collective_failure(exc):
+            monitor.record(f"{type(exc).__name__}: {exc}")
+            return None
+        recorded = monitor.recorded_error()
+        if recorded is not None:
+            return RankFailureError(f"{recorded}; rank {self.rank} stopped with it (it was waiting for that rank)")
+        silent = monitor.silent_ranks()
+        reason = _first_sentence(exc)
+        if silent is None:
+            return RankFailureError(f"rank {self.rank}: the job's rendezvous store at {monitor.host}:{monitor.port} "
+                                    "is unreachable, so the rank hosting it (rank 0 when no torchrun agent hosts "
+                                    f"it) died or its node went down; a collective failed: {reason}")
+        if silent:
+            names = ", ".join(str(r) for r in silent)
+            return RankFailureError(f"rank {names} stopped responding (its heartbeat stopped: killed, out of memory, "
+                                    f"crashed or hung) while rank {self.rank} was in a collective, which failed: "
+                                    f"{reason}")
+        return RankFailureError(f"rank {self.rank}: a collective failed while every rank is still alive: {reason} "
+                                f"(--distributed-timeout-minutes {self.args.distributed_timeout_minutes:g})")
 
     def close(self) -> None:
         """Flushes pending work (async saves), then destroys the process group if :meth:`setup` created it."""
+        if self._monitor is not None:
+            self._monitor.stop()
+            self._monitor = None
         try:
             super().close()
         finally:

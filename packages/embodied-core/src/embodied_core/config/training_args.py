@@ -304,6 +304,10 @@ class TrainingArgs:
     """DDP: shard optimizer state over ranks (ZeRO-1), dividing optimizer memory by the world size."""
     hsdp_shard_size: int | Literal["auto"] | None = attrs.field(default=None, validator=_hsdp)
     """FSDP: build a 2-D (replicate x shard) mesh with this shard size; 'auto' = processes per node."""
+    distributed_timeout_minutes: float = attrs.field(default=10.0, validator=positive)
+    """How long a collective waits for the other ranks before failing (init_process_group's timeout; Megatron's
+    flag and default). A rank that dies is detected at once (its connections close) and named; this bounds the
+    wait for one that hangs. Raise it when one rank does long work alone between collectives."""
     ddp_find_unused_parameters: bool = True
     """DDP: look for parameters that got no gradient in a step (needed when some modules are skipped, e.g.
     frozen or conditional branches); turn it off for speed when every parameter is used."""

@@ -58,6 +58,12 @@ class DistributedStrategy:
         while self._close_callbacks:
             self._close_callbacks.pop()()
 
+    def on_failure(self, exc: Exception) -> BaseException | None:
+        """Called with an exception leaving the training loop on this rank, before anything is closed; returns the
+        exception to raise instead (e.g. one naming the rank that died), or None to raise ``exc``. A strategy
+        over several processes makes sure no other rank is left waiting for this one."""
+        return None
+
     def on_close(self, callback: Callable[[], None]) -> None:
         """Registers work that must finish before the process group goes away (pending async saves)."""
         self._close_callbacks.append(callback)

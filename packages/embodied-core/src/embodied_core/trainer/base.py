@@ -363,6 +363,12 @@ class BaseTrainer:
                 if self.should_save():
                     self.save_checkpoint()
             return self.finalize()
+        except Exception as exc:
+            # under several processes: name the rank that failed or died, and leave no rank waiting for this one
+            explained = self.strategy.on_failure(exc) if "strategy" in self.__dict__ else None
+            if explained is None:
+                raise
+            raise explained from exc
         finally:
             self.close()
 
