@@ -41,6 +41,15 @@ def _configs(mode: str, real_dim: int, **model_overrides) -> tuple[XvlaModelConf
     return model, data
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread: tiny ops on the shared 2-core box only contend with other jobs on two."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def golden() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     inputs = {k: v.clone() for k, v in load_file(FIXTURE / "inputs.safetensors").items()}
