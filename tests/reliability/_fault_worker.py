@@ -36,7 +36,9 @@ from tests.dist._det_model import NAME, SPEC  # noqa: E402
 
 
 def _die() -> None:
-    sys.stderr.flush()
+    import time
+
+    print(f"injected fault: rank {os.environ['RANK']} is killed at {time.time():.3f}", file=sys.stderr, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 
 

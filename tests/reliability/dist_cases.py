@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -32,6 +33,15 @@ class Launch:
     logs: list[str]
     seconds: float
     timed_out: bool
+    ended: list[float | None] = attrs.field(factory=list)
+    """Wall-clock time (time.time()) each process ended."""
+
+    def seconds_after_kill(self, index: int) -> float | None:
+        """How long process ``index`` lived after the injected kill (None without one)."""
+        found = re.search(r"injected fault: rank \d+ is killed at ([\d.]+)", self.text)
+        if not found or self.ended[index] is None:
+            return None
+        return self.ended[index] - float(found.group(1))
 
     @property
     def text(self) -> str:
@@ -79,20 +89,20 @@ def launch(workdir: Path, runs: list[dict[str, Any]], *, fault: dict[str, Any] |
         with log.open("w") as handle:
             procs.append(subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=proc_env,
                                           cwd=workdir))
-    timed_out = False
-    codes: list[int | None] = []
-    for proc in procs:
-        try:
-            codes.append(proc.wait(timeout=max(1.0, timeout - (time.monotonic() - started))))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            codes.append(None)
+    ended: list[float | None] = [None] * len(procs)
+    while time.monotonic() - started < timeout and None in ended:
+        for i, proc in enumerate(procs):
+            if ended[i] is None and proc.poll() is not None:
+                ended[i] = time.time()
+        time.sleep(0.05)
+    timed_out = None in ended
     for proc in procs:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return Launch(codes=codes, logs=[log.read_text() for log in logs], seconds=time.monotonic() - started,
-                  timed_out=timed_out)
+    return Launch(codes=[p.returncode if e is not None else None for p, e in zip(procs, ended, strict=True)],
+                  logs=[log.read_text() for log in logs], seconds=time.monotonic() - started, timed_out=timed_out,
+                  ended=ended)
 
 
 def losses(out: Path) -> dict[int, float]:

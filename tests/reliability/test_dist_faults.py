@@ -54,6 +54,7 @@ def test_a_rank_killed_with_an_all_reduce_in_flight_is_named_by_the_survivor(job
     assert job.codes == [1, -9], job.text[-4000:]  # rank 0 exits 1 on its own; rank 1 was killed
     message = _survivor_message(job, 0)
     assert "rank 1 stopped responding" in message and "rank 0 was in a collective" in message, message
+    assert job.seconds_after_kill(0) < 30, job.text[-3000:]  # gloo sees the closed connection, heartbeats ~3 s
     assert "Traceback" not in job.logs[0]
 
 
