@@ -21,8 +21,14 @@ worker count: whole-pass items/s (iterator creation to last batch) and its ratio
 worker. Goal: items/s >= 1.5x lerobot's at 0 and 2 workers, first batch <= lerobot's, peak RSS per worker <=
 lerobot's.
 
+Image augmentation (issue 25): ours with and without ``data.image_augmentation`` (``--augmentation``, default the
+``lerobot`` preset, drawn per sample as the training loader draws it, in the workers), the same items, alternating
+rounds. Printed per worker count: items/s plain and augmented, and the slowdown. Goal: under 15 % slower at 2
+workers.
+
     .venv/bin/python benchmarks/dataloader.py [--items 1000] [--rss-items 500 5000] [--workers 0 2]
     .venv/bin/python benchmarks/dataloader.py --skip-bare [--side-rounds 3] [--lerobot-python .venv-lerobot/bin/python]
+    .venv/bin/python benchmarks/dataloader.py --only-augmentation [--augmentation lerobot] [--items 400]
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -177,10 +184,15 @@ def main() -> None:
     parser.add_argument("--side-rounds", type=int, default=3, help="fresh-process passes per side and worker count")
     parser.add_argument("--lerobot-python", type=Path, default=DEFAULT_LEROBOT_PYTHON,
                         help="the side venv's interpreter; the side-by-side run is skipped when it is missing")
+    parser.add_argument("--augmentation", default="lerobot", help="augmentation preset measured (lerobot)")
+    parser.add_argument("--only-augmentation", action="store_true", help="only the with/without augmentation run")
     opts = parser.parse_args()
     torch.set_num_threads(1)
 
     ours = build_ours(opts.dataset)
+    with_augmentation(opts, ours)
+    if opts.only_augmentation:
+        return
     if not opts.skip_bare:
         versus_bare(opts, ours)
     if opts.lerobot_python.exists():
@@ -232,6 +244,64 @@ def _side_line(runs: dict[str, list[dict[str, Any]]], workers: int) -> str:
             f"{'worker' if workers else 'process'} ours {rss('ours'):.0f} MiB, lerobot {rss('lerobot'):.0f} MiB | "
             f"dataset build ours {med('ours', 'build_s'):.1f} s, lerobot {med('lerobot', 'build_s'):.1f} s "
             f"(medians of {len(runs['ours'])})")
+
+
+class Augmented(Dataset):
+    """``dataset`` with the image augmentation the training loader applies (epoch 0 draws), in the workers."""
+
+    def __init__(self, dataset: Dataset, augmentation: Any) -> None:
+        self.dataset, self.augmentation = dataset, augmentation
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.augmentation(self.dataset[index], epoch=0, index=index)
+
+
+def with_augmentation(opts: argparse.Namespace, ours: LeRobotDataset) -> None:
+    """Ours with and without the ``--augmentation`` preset: the same items, alternating rounds (issue 25)."""
+    from embodied_core.config.image_augmentation import ImageAugmentationConfig
+    from embodied_core.data.image_augmentation import build_ops, resolve_augmentation
+    from embodied_core.data.image_augmentation.pipeline import ImageAugmentation
+
+    settings = resolve_augmentation(ImageAugmentationConfig(preset=opts.augmentation), cameras=["image"])
+    assert settings is not None
+    augmented = Augmented(ours, ImageAugmentation(settings, build_ops(settings), seed=opts.seed,
+                                                  camera_keys=["image"]))
+    order = _order(len(ours), opts.items, opts.seed)
+    frame = ours[0]["image"]
+    print(f"augmentation {opts.augmentation}: {opts.items} items of {opts.dataset.name} (image {list(frame.shape)}), "
+          f"batch {opts.batch_size}, {opts.rounds} alternating rounds")
+    print("  per op, one frame, one thread (min of 5): " + ", ".join(
+        f"{entry.name}({_first_param(entry.params)}) {_op_ms(op, frame):.1f} ms"
+        for entry, op in zip(augmented.augmentation.entries, augmented.augmentation.ops, strict=True)))
+    for workers in opts.workers:
+        plain_runs, aug_runs = [], []
+        for _ in range(opts.rounds):
+            plain_runs.append(run(ours, order, workers=workers, batch_size=opts.batch_size, ours=True))
+            aug_runs.append(run(augmented, order, workers=workers, batch_size=opts.batch_size, ours=True))
+        wall_p = statistics.median(r.items_per_s for r in plain_runs)
+        wall_a = statistics.median(r.items_per_s for r in aug_runs)
+        cpu_p = statistics.median(r.items_per_cpu_s for r in plain_runs)
+        cpu_a = statistics.median(r.items_per_cpu_s for r in aug_runs)
+        print(f"workers={workers}: without {wall_p:6.1f} items/s ({cpu_p:6.1f}/cpu-s) | with {opts.augmentation} "
+              f"{wall_a:6.1f} items/s ({cpu_a:6.1f}/cpu-s) | slower by wall {1 - wall_a / wall_p:+.1%}, cpu "
+              f"{1 - cpu_a / cpu_p:+.1%} (goal < 15% at 2 workers; median of {opts.rounds})")
+
+
+def _op_ms(op: Any, frame: torch.Tensor) -> float:
+    times = []
+    for _ in range(6):
+        start = time.perf_counter()
+        op.apply(frame, op.draw(frame, input_size=tuple(frame.shape[-2:])))
+        times.append(time.perf_counter() - start)
+    return 1000 * min(times[1:])
+
+
+def _first_param(params: Any) -> str:
+    """The first parameter an op entry sets (``brightness`` for lerobot's brightness jitter)."""
+    return next((f.name for f in attrs.fields(type(params)) if getattr(params, f.name) is not None), "")
 
 
 def versus_bare(opts: argparse.Namespace, ours: LeRobotDataset) -> None:
