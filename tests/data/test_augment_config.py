@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import torch
 import yaml
@@ -142,3 +143,72 @@ def test_preview_writes_the_grid_and_refuses_bad_settings(tmp_path: Path) -> Non
     cameras = run_embodied("data", "preview", str(dataset), "--image-augmentation", "lerobot", "--cameras", "wirst",
                            "--out", str(out))
     assert cameras.returncode == 2 and "--cameras wirst: not a camera of the dataset" in cameras.stderr
+
+
+@attrs.define(kw_only=True)
+class InvertParams:
+    """Parameters of the test's own op."""
+
+    p_invert: float = attrs.field(default=1.0)
+    """Unused: a parameter so the strict structure has a key to check."""
+
+
+class _Invert:
+    size_dependent = False
+
+    def draw(self, frames: torch.Tensor, *, input_size: tuple[int, int]) -> dict[str, Any]:
+        return {"noise": torch.rand(()).item()}
+
+    def apply(self, frames: torch.Tensor, params: Any) -> torch.Tensor:
+        return 255 - frames
+
+
+def build_invert(params: InvertParams) -> _Invert:
+    """Factory of the test's ``invert`` op."""
+    return _Invert()
+
+
+def test_a_plugin_op_is_used_without_touching_the_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An op registered as a plugin (here in-process; a package would declare the entry point) is selected by
+    name, its parameters checked like the built-in ones."""
+    from embodied_core import registry
+    from embodied_core.data.image_augmentation import build_ops, resolve_augmentation
+    from embodied_core.data.image_augmentation.pipeline import ImageAugmentation
+    from embodied_core.registry.specs import ImageOpSpec
+
+    spec = ImageOpSpec(name="invert", factory=f"{__name__}:build_invert", params=InvertParams)
+    registry.register("embodied.image_augmentations", "invert", spec, replace=True)
+    try:
+        assert "unknown key" in " ".join(_problems(ops=[{"op": "invert", "strength": 2}]))
+        settings = resolve_augmentation(ImageAugmentationConfig(ops=[{"op": "invert"}, {"op": "color_jitter",
+                                                                                         "brightness": 0.2}]))
+        assert settings is not None
+        augmentation = ImageAugmentation(settings, build_ops(settings), seed=1)
+        frames = torch.full((3, 8, 8), 10, dtype=torch.uint8)
+        out, applied = augmentation.augment({"observation.images.front": frames}, epoch=0, index=0)
+        assert [op["op"] for op in applied["observation.images.front"]] == ["invert", "color_jitter"]
+        assert out["observation.images.front"].float().mean() > 150  # inverted, then jittered by +-20 %
+    finally:
+        registry.unregister("embodied.image_augmentations", "invert")
+
+
+def test_shared_draws_need_cameras_of_the_size_an_op_was_drawn_on() -> None:
+    from embodied_core.data.image_augmentation import build_ops, resolve_augmentation
+    from embodied_core.data.image_augmentation.pipeline import ImageAugmentation
+    from embodied_core.errors import DataError
+
+    sample = {"observation.images.front": torch.zeros(3, 120, 160, dtype=torch.uint8),
+              "observation.images.wrist": torch.zeros(3, 72, 96, dtype=torch.uint8)}
+    for preset, fits in (("dreamzero", False), ("groot", True)):  # groot resizes every camera to 256 x 256 first
+        settings = resolve_augmentation(ImageAugmentationConfig(preset=preset))
+        assert settings is not None
+        augmentation = ImageAugmentation(settings, build_ops(settings), seed=1)
+        if fits:
+            out, _ = augmentation.augment(sample, epoch=0, index=0)
+            assert {tuple(v.shape) for v in out.values()} == {(3, 256, 256)}
+        else:
+            with pytest.raises(DataError, match=r"shared replays the random_crop drawn on frames of \[120, 160\].*"
+                                                r"'observation.images.wrist', whose frames are \[72, 96\]"):
+                augmentation.augment(sample, epoch=0, index=0)
+    with pytest.raises(DataError, match="holds none of the cameras"):
+        augmentation.augment({"video": torch.zeros(3, 2, 8, 8, dtype=torch.uint8)}, epoch=0, index=0)
