@@ -15,13 +15,13 @@ Source layouts:
 
 Declared, never silent: the language model's final ``norm`` is dropped (GR00T reads the last kept layer before
 it); ``lm_head.weight`` fills the token embedding only when a checkpoint has no embedding table (Cosmos-Reason2 ties
-them). A ``config.json`` next to the weights must be GR00T N1.7's and agree with the model config on every size it
-states (otherwise a CheckpointError names the ``model.x=...`` to set).
+them). A reference ``config.json`` next to the weights (the official ``Gr00tN1d7`` one or lerobot's ``groot`` policy
+config) must agree with the model config on every field it states and use only settings this port implements
+(:mod:`~embodied_models.groot_n1_7.reference`; otherwise a CheckpointError names each key or ``model.x=...``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,12 +30,20 @@ from torch import nn
 
 from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
 from embodied_core.errors import CheckpointError
+from embodied_models.groot_n1_7.reference import (
+    DIT_FIELDS,
+    MODEL_FIELDS,
+    NOT_COMPARED,
+    OFFICIAL_MODEL_TYPE,  # re-exported: its old home
+    VL_FIELDS,
+    checkpoint_config_problems,
+)
 from embodied_models.vla.checkpoint import Globs, Source, load_mapped
+from embodied_models.vla.reference import disagreements
 
-__all__ = ["KEY_MAP", "LoadReport", "config_disagreements", "load_groot_checkpoint", "map_key",
-           "official_model_fields"]
+__all__ = ["KEY_MAP", "OFFICIAL_MODEL_TYPE", "LoadReport", "config_disagreements", "load_groot_checkpoint",
+           "map_key", "official_model_fields"]
 
-OFFICIAL_MODEL_TYPE = "Gr00tN1d7"
 _QWEN = r"backbone\.model\.(?:model\.)?"
 _HEAD_PARTS = r"(?:model|state_encoder|action_encoder|action_decoder|vlln|vl_self_attention|position_embedding)"
 KEY_RULES: tuple[tuple[str, str], ...] = (
@@ -58,18 +66,6 @@ KEY_MAP = KeyMap(
 _HINT = ("Allow known differences explicitly (allow_missing=/allow_unexpected=/allow_mismatched= glob patterns), or "
          "check model.* against the checkpoint's config.json (model.select_layer keeps that many language layers).")
 
-# config.json field of the official checkpoint -> model config field
-_TOP_FIELDS = {"select_layer": "select_layer", "hidden_size": "hidden_size",
-               "input_embedding_dim": "input_embedding_dim", "max_state_dim": "max_state_dim",
-               "max_action_dim": "max_action_dim", "action_horizon": "action_horizon",
-               "max_num_embodiments": "max_num_embodiments", "max_seq_len": "max_seq_len",
-               "backbone_embedding_dim": "llm_width", "attend_text_every_n_blocks": "attend_text_every_n_blocks",
-               "num_inference_timesteps": "num_inference_steps", "noise_beta_alpha": "noise_beta_alpha",
-               "noise_beta_beta": "noise_beta_beta", "noise_s": "noise_s",
-               "num_timestep_buckets": "num_timestep_buckets", "state_dropout_prob": "state_dropout_prob"}
-_DIT_FIELDS = {"num_layers": "dit_num_layers", "num_attention_heads": "dit_num_heads",
-               "attention_head_dim": "dit_head_dim", "output_dim": "hidden_size"}
-_VL_FIELDS = {"num_layers": "vl_num_layers", "num_attention_heads": "vl_num_heads", "attention_head_dim": "vl_head_dim"}
 
 
 def map_key(key: str) -> str | None:
@@ -79,50 +75,25 @@ def map_key(key: str) -> str | None:
 
 
 def official_model_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The model config fields an official GR00T N1.7 ``config.json`` states (``model.<field>`` -> value)."""
-    fields = {ours: doc[theirs] for theirs, ours in _TOP_FIELDS.items() if theirs in doc}
-    for section, table in (("diffusion_model_cfg", _DIT_FIELDS), ("vl_self_attention_cfg", _VL_FIELDS)):
+    """The model config fields an official GR00T N1.7 ``config.json`` states (``model.<field>`` -> value), by the
+    tables of :mod:`~embodied_models.groot_n1_7.reference` (its fixed keys are not checked here)."""
+    fields = {ours: doc[theirs] for theirs, ours in MODEL_FIELDS.items() if theirs in doc}
+    for section, table in (("diffusion_model_cfg", DIT_FIELDS), ("vl_self_attention_cfg", VL_FIELDS)):
         sub = doc.get(section) or {}
         fields.update({ours: sub[theirs] for theirs, ours in table.items() if theirs in sub})
     return fields
 
 
 def config_disagreements(model_config: Any, doc: Mapping[str, Any]) -> list[str]:
-    """``model.<field>`` lines where an official config.json and the model config differ (empty when they agree)."""
-    out = []
-    for name, value in official_model_fields(doc).items():
-        ours = getattr(model_config, name)
-        if isinstance(ours, float) or isinstance(value, float):
-            same = abs(float(ours) - float(value)) <= 1e-9 * max(1.0, abs(float(value)))
-        else:
-            same = ours == value
-        if not same:
-            out.append(f"model.{name}={value!r} (checkpoint) vs {ours!r} (model)")
-    return out
-
-
-def _config_file(source: Path) -> Path | None:
-    folder = source if source.is_dir() else source.parent
-    for candidate in (folder / "config.json", folder / "pretrained_model" / "config.json"):
-        if candidate.is_file():
-            return candidate
-    return None
+    """``model.<field>`` lines where an official config.json and the model config differ (empty when they agree;
+    the fields of ``reference.NOT_COMPARED`` are a fine-tune's choice)."""
+    return disagreements(model_config, official_model_fields(doc), skip=NOT_COMPARED)
 
 
 def _check_config(model: nn.Module, source: Path) -> None:
-    path = _config_file(source)
-    if path is None:
-        return
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("model_type") != OFFICIAL_MODEL_TYPE:
-        return  # not an official GR00T config (a lerobot or embodied folder describes itself elsewhere)
-    problems = config_disagreements(model.config, doc)
+    problems = checkpoint_config_problems(model.config, source)
     if problems:
-        raise CheckpointError(f"{path} describes another GR00T N1.7 size than the model: " + "; ".join(problems)
-                              + "; set those model fields (or load a matching checkpoint)")
+        raise CheckpointError("; ".join(problems))
 
 
 def load_groot_checkpoint(model: nn.Module, source: Source, *, allow_missing: Globs = (),

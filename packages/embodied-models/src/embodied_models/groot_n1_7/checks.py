@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from embodied_models.groot_n1_7.config import GrootDataConfig, GrootModelConfig
 from embodied_models.groot_n1_7.embodiments import EMBODIMENT_SLOTS
+from embodied_models.groot_n1_7.reference import checkpoint_config_problems
 from embodied_models.vla.checks import run_config_check, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
@@ -29,9 +33,19 @@ def size_problems(model: GrootModelConfig, data: GrootDataConfig) -> list[str]:
     return problems
 
 
-check_run_config = run_config_check(
+_size_and_processor_problems = run_config_check(
     GrootModelConfig, GrootDataConfig, size_problems, needs_folder=lambda model: model.processor == "qwen3_vl",
     folder_message="GR00T N1.7 builds its prompt and image tokens with the Qwen3-VL processor: pass --tokenizer-path "
     "DIR (a local Cosmos-Reason2-2B / Qwen3-VL folder with the tokenizer, chat template and preprocessor_config.json) "
     "or data.tokenizer_path=DIR; model.processor=tiny uses the built-in tiny processor instead")
-"""Extra validation of a RunConfig whose model is GR00T N1.7 (declared in the specs' ``checks``)."""
+
+
+def check_run_config(config: Any) -> list[str]:
+    """Extra validation of a RunConfig whose model is GR00T N1.7 (declared in the specs' ``checks``): sizes, the
+    processor folder, and a reference ``config.json`` beside ``--pretrained-checkpoint`` (read before anything is
+    built; see embodied_models.groot_n1_7.reference)."""
+    problems = _size_and_processor_problems(config)
+    checkpoint = getattr(config.training, "pretrained_checkpoint", None)
+    if isinstance(config.model, GrootModelConfig) and checkpoint and Path(checkpoint).exists():
+        problems += checkpoint_config_problems(config.model, checkpoint)
+    return problems
