@@ -58,6 +58,7 @@ def _array_map(data: bytes, dtype: str, shape: list) -> bytes:
     (_array_map(b"\x00" * 16, "<c16", [1]), "refused numpy dtype '<c16'"),
     (_array_map(b"\x00" * 4, "<f4", [-1]), "non-negative"),
     (_array_map(b"\x00" * 4, "no-such-type", [1]), "unknown numpy dtype"),
+    (_array_map(b"\x00" * 8, "(,", [1]), "plain dtypes only"),  # np.dtype("(,") raises SyntaxError (found by fuzzing)
     (b"\xc1", "not a valid msgpack message"),
     (msgpack.packb([1]) + b"\x01", "not a valid msgpack message"),
 ])

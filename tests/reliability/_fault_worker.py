@@ -1,8 +1,8 @@
 """One rank of a 2-process training job with an injected fault (``python _fault_worker.py SPEC.json``).
 
-SPEC.json: ``{"runs": [{"training": {...}}, ...], "model": {...}, "fault": {"kind", "rank", "step"} | null}``: the
-runs train one after the other over one process group (starting processes is the cost), the fault armed in the
-first. Kinds, on rank
+SPEC.json: ``{"runs": [{"training": {...}}, ...], "model": {...}, "fault": {"kind", "rank", "step", "run"?} | null}``:
+the runs train one after the other over one process group (starting processes is the cost), the fault armed in run
+``run`` (default 0; the runs after a faulted one never start). Kinds, on rank
 ``rank`` at optimizer step ``step`` (1-based):
 
 - ``kill_step``: SIGKILL inside the model's forward (mid-step: the other rank goes on into the gradient all-reduce);
@@ -105,7 +105,8 @@ def main(spec_path: str) -> int:
 
     def run() -> int:
         for i, entry in enumerate(spec["runs"]):
-            plugins = (_Faults(spec["fault"]),) if spec.get("fault") and i == 0 else ()
+            fault = spec.get("fault")
+            plugins = (_Faults(fault),) if fault and i == int(fault.get("run", 0)) else ()
             Trainer({"training": entry["training"], "model": spec.get("model", {})}, plugins=plugins).train()
         return 0
 

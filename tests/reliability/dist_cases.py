@@ -60,8 +60,8 @@ def training(out: Path, **extra: Any) -> dict[str, Any]:
 
 def launch(workdir: Path, runs: list[dict[str, Any]], *, fault: dict[str, Any] | None, style: str,
            timeout: float = 180) -> Launch:
-    """Runs one 2-process job training ``runs`` (training dicts) in turn, the fault armed in the first; never raises
-    for a failed job (the caller checks)."""
+    """Runs one 2-process job training ``runs`` (training dicts) in turn, the fault armed in run ``fault["run"]``
+    (default the first); never raises for a failed job (the caller checks)."""
     workdir.mkdir(parents=True, exist_ok=True)
     spec = workdir / f"spec_{time.monotonic_ns()}.json"
     spec.write_text(json.dumps({"runs": [{"training": t} for t in runs], "model": MODEL, "fault": fault}))

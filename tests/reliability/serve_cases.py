@@ -106,7 +106,9 @@ def hostile_frames(good: Mapping[str, Any]) -> dict[str, tuple[bytes | str, str]
         "shape/buffer mismatch": (msgpack.packb({**_plain(good), image_key: _array(b"\x00" * 100, "|u1", [64, 64, 3])}),
                                   "needs 12288 bytes, got 100"),
         "object dtype": (msgpack.packb({image_key: _array(b"\x00" * 8, "|O", [1])}), "refused numpy dtype '|O'"),
-        "structured dtype": (msgpack.packb({image_key: _array(b"\x00" * 12, "i4,f8", [1])}), "refused numpy dtype"),
+        "structured dtype": (msgpack.packb({image_key: _array(b"\x00" * 12, "i4,f8", [1])}), "plain dtypes only"),
+        "dtype text numpy parses as code": (msgpack.packb({image_key: _array(b"\x00" * 8, "(,", [1])}),
+                                            "plain dtypes only"),  # np.dtype("(,") raises SyntaxError
         "non-UTF-8 key": (_raw_map([(bad_utf8_key, b"\xc0")]), "not a valid msgpack message"),
         "binary key": (msgpack.packb({b"observation.state": 1}, use_bin_type=True), "keys must be strings"),
         "text frame": (json.dumps({"observation.state": [0, 0]}), "expected a binary msgpack message"),

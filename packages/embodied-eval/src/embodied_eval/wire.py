@@ -15,6 +15,7 @@ is built, so a small message cannot become a large or deep object.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import attrs
@@ -65,13 +66,23 @@ def _encode(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__} for the openpi wire format")
 
 
+_DTYPE_TEXT = re.compile(r"[<>|=]?[A-Za-z?][A-Za-z0-9\[\]]{0,15}")
+"""What ``dtype.str`` of a plain array looks like (``<f4``, ``|u1``, ``<M8[ns]``): no commas or parentheses, which
+would make numpy parse a structured dtype (with ``ast.literal_eval``, raising SyntaxError on garbage)."""
+
+
 def _dtype(raw: Any) -> np.dtype:
-    text = raw.decode() if isinstance(raw, bytes) else raw
+    try:
+        text = raw.decode() if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError:
+        raise WireError("array dtype is not UTF-8 text") from None
     if not isinstance(text, str):
         raise WireError(f"array dtype must be a string, got {type(raw).__name__}")
+    if not _DTYPE_TEXT.fullmatch(text):
+        raise WireError(f"unknown numpy dtype {text[:40]!r} (plain dtypes only, e.g. '<f4', '|u1')")
     try:
         dtype = np.dtype(text)
-    except TypeError as exc:
+    except Exception as exc:  # numpy raises TypeError, ValueError or SyntaxError depending on the text
         raise WireError(f"unknown numpy dtype {text!r}") from exc
     if dtype.kind in _REFUSED_KINDS:
         raise WireError(f"refused numpy dtype {text!r} (object, structured and complex arrays are not accepted)")
