@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -126,15 +127,14 @@ def test_backbone_and_head_end_to_end_match_the_reference(golden):
 
 
 def test_the_fixture_is_sensitive_to_windows_rope_and_eval_mode(golden):
-    """Whole-image attention in every layer, or no RoPE, moves the vision tokens: the golden checks both."""
+    """Whole-image attention in every layer, or no RoPE, moves the vision tokens, and train mode (DiT dropout 0.2)
+    moves the velocity: the golden checks all three."""
     model, inputs, expected = golden
     pixels = [inputs[f"vl.pixel_values.{i}"][0] for i in range(2)]
     vision = model.backbone.vision
-    for attribute, value in (("windowed", [False] * len(vision.windowed)), ("config", None)):
+    for attribute, value in (("windowed", [False] * len(vision.windowed)),
+                             ("config", attrs.evolve(vision.config, vision_rope=False))):
         saved = getattr(vision, attribute)
-        if attribute == "config":
-            import attrs
-            value = attrs.evolve(saved, vision_rope=False)
         setattr(vision, attribute, value)
         try:
             with torch.no_grad():
@@ -142,6 +142,17 @@ def test_the_fixture_is_sensitive_to_windows_rope_and_eval_mode(golden):
         finally:
             setattr(vision, attribute, saved)
         assert (tokens - expected["vl.debug.vision_tokens"]).abs().max() > 1e-2, attribute
+    head_inputs = ActionHeadInputs(features=inputs["backbone_features"],
+                                   attention_mask=inputs["backbone_attention_mask"], image_mask=inputs["image_mask"],
+                                   state=inputs["state"], embodiment_id=inputs["embodiment_id"])
+    model.train()
+    try:
+        with torch.no_grad():
+            out = model.action_head.training_terms(head_inputs, inputs["action"], inputs["action_mask"],
+                                                   noise=inputs["noise"], t=inputs["t"])
+    finally:
+        model.eval()
+    assert (out["pred_velocity"] - expected["pred_velocity"]).abs().max() > 1e-3
 
 
 # ---------------------------------------------------------------------------------------------------------- sizes
