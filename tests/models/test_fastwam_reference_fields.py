@@ -12,6 +12,7 @@ from embodied_core.config.resolve import load_config
 from embodied_core.errors import ConfigError
 from embodied_core.validation import validate_run_config
 from embodied_models.fastwam.data.prompts import PROMPT_TEMPLATE, format_prompt
+from embodied_models.fastwam.reference import FIXED, VIDEO_FIXED, reference_model_fields
 
 DATA = {"action_dim": 7, "state_dim": 5, "text_dim": 16}
 
@@ -103,3 +104,76 @@ def test_precompute_text_prompts_use_the_template():
     prompts = collect_prompts([DATASETS_DIR / "strategies" / "fastwam_v21"], ["wave"], template=template)
     assert prompts["Robot view, instruction: wave"] == "wave"
     assert all(p == (t if t.startswith("A video recorded") else template.format(task=t)) for p, t in prompts.items())
+
+
+# --- a lerobot config.json beside --pretrained-checkpoint (embodied_models.fastwam.reference) ---
+
+FIXED_CASES = ([(None, key, values[0]) for key, values in FIXED.items()]
+               + [("video_dit_config", key, values[0]) for key, values in VIDEO_FIXED.items()])
+
+
+@pytest.mark.parametrize(("section", "key", "supported"), FIXED_CASES,
+                         ids=[f"{s or 'top'}.{k}" for s, k, _ in FIXED_CASES])
+def test_lerobot_config_values_this_port_does_not_implement_are_refused(section, key, supported):
+    doc = {"type": "fastwam", **({section: {key: not supported}} if section else {key: not supported})}
+    name = f"{section}.{key}" if section else key
+    with pytest.raises(ConfigError, match=f"{name} = {not supported!r} is not implemented"):
+        reference_model_fields(doc)
+
+
+def test_one_field_for_what_both_experts_set():
+    with pytest.raises(ConfigError, match=r"action_dit_config\.eps = 1e-05 differs"):
+        reference_model_fields({"type": "fastwam", "video_dit_config": {"eps": 1e-6},
+                                "action_dit_config": {"eps": 1e-5}})
+    fields = reference_model_fields({"type": "fastwam", "proprio_dim": None, "sigma_shift": 2.0})
+    assert fields["use_proprio"] is False and fields["action_infer_shift"] == 2.0 and fields["num_heads"] == 24
+
+
+def _lerobot_folder(tmp_path, **changes):
+    """The shared golden's weights as a lerobot policy folder with its FastWAMConfig document."""
+    import json
+    import shutil
+
+    from tests.support import FIXTURES_DIR
+
+    ref = json.loads((FIXTURES_DIR / "fastwam_lerobot" / "config.json").read_text())
+    doc = {"type": "fastwam", "proprio_dim": 5, "num_inference_steps": 4, **{k: ref[k] for k in (
+        "video_dit_config", "action_dit_config", "video_scheduler", "action_scheduler", "loss")}}
+    for key, value in changes.items():
+        section, _, name = key.rpartition(".")
+        (doc[section] if section else doc)[name] = value
+    shutil.copy(FIXTURES_DIR / "fastwam_lerobot" / "model.safetensors", tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    return tmp_path
+
+
+GOLDEN_MODEL = {"in_channels": 8, "out_channels": 8, "num_heads": 2, "attn_head_dim": 16, "num_layers": 2,
+                "video_hidden_dim": 32, "video_ffn_dim": 64, "video_freq_dim": 16, "action_hidden_dim": 24,
+                "action_ffn_dim": 48, "action_freq_dim": 12, "text_dim": 16}
+
+
+def test_a_lerobot_config_beside_the_checkpoint_is_checked_before_building(tmp_path):
+    folder = _lerobot_folder(tmp_path, **{"video_dit_config.video_attention_mask_mode": "bidirectional"})
+    cfg = load_config(training={"model_name": "fastwam_tiny", "dataset_path": "/data",
+                                "pretrained_checkpoint": str(folder / "model.safetensors")}, model=GOLDEN_MODEL,
+                      data=DATA)
+    with pytest.raises(ConfigError, match=r"model\.video_attention_mask_mode='bidirectional' \(checkpoint\) vs "
+                                          r"'first_frame_causal' \(model\)"):
+        validate_run_config(cfg, world_size=1)
+    agreed = load_config(training={"model_name": "fastwam_tiny", "dataset_path": "/data",
+                                   "pretrained_checkpoint": str(folder / "model.safetensors")},
+                         model={**GOLDEN_MODEL, "video_attention_mask_mode": "bidirectional"}, data=DATA)
+    validate_run_config(agreed, world_size=1)
+
+
+def test_the_loader_checks_the_lerobot_config_too(tmp_path):
+    from embodied_models.fastwam.modeling import build_model
+
+    folder = _lerobot_folder(tmp_path, **{"action_scheduler.num_train_timesteps": 500,
+                                          "video_scheduler.num_train_timesteps": 500})
+    cfg = load_config(training={"model_name": "fastwam_tiny"}, model=GOLDEN_MODEL, data=DATA)
+    model = build_model(cfg.model, cfg.data)
+    with pytest.raises(ConfigError, match=r"model\.num_train_timesteps=500 \(checkpoint\) vs 1000"):
+        model.load_pretrained_checkpoint(folder / "model.safetensors")
+    (folder / "config.json").unlink()
+    assert model.load_pretrained_checkpoint(folder / "model.safetensors").ok

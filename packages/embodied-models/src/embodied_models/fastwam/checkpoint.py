@@ -172,7 +172,14 @@ def read_checkpoint_items(path: str | Path) -> list[tuple[str, torch.Tensor]]:
 
 
 def load_pretrained(model: nn.Module, path: str | Path, *, layout: str = "auto") -> LoadReport:
-    """Strict load of an embodied / lerobot / LoongForge FastWAM checkpoint into ``model`` (see module doc)."""
+    """Strict load of an embodied / lerobot / LoongForge FastWAM checkpoint into ``model`` (see module doc); a
+    lerobot ``config.json`` beside it must describe the model's network (:mod:`embodied_models.fastwam.reference`,
+    a ConfigError otherwise)."""
+    from embodied_models.fastwam.config import FastWAMModelConfig
+    from embodied_models.fastwam.reference import check_checkpoint_config
+
+    if isinstance(getattr(model, "config", None), FastWAMModelConfig):
+        check_checkpoint_config(model.config, path)
     items = read_checkpoint_items(path)
     if layout == "auto":
         layout = detect_layout(k for k, _ in items)

@@ -9,6 +9,8 @@ an action DiT of hidden width 1024 with the same 24 x 128 heads (LoongForge ``Fa
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 
 from embodied_core.config.model_config import BaseModelConfig
@@ -166,6 +168,11 @@ def check_run_config(config: object) -> list[str]:
     if training.dataset_format == "lerobot_datasets" and training.dataset_strategy != "fastwam":
         problems.append(f"{training.model_name} reads video windows and text embeddings: add --dataset-strategy "
                         "fastwam (and build the text cache with `embodied data precompute-text`)")
+    checkpoint = getattr(training, "pretrained_checkpoint", None)
+    if checkpoint and Path(checkpoint).exists():  # a lerobot config.json beside it must describe this network
+        from embodied_models.fastwam.reference import checkpoint_config_problems
+
+        problems += checkpoint_config_problems(model, checkpoint)
     if training.init_on_meta and (model.video_pretrained_path or model.action_pretrained_path):
         problems.append("model.video_pretrained_path / model.action_pretrained_path are loaded while the model is "
                         "built, which --init-on-meta builds on the meta device: drop --init-on-meta, or load an "
