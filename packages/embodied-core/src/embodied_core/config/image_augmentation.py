@@ -65,9 +65,9 @@ class ImageAugmentationConfig:
     random_order: bool | None = None
     """Apply the chosen subset in a random order (lerobot's random_order); None: the preset's, else in list order."""
     camera_draws: Literal["independent", "shared"] | None = None
-    """'independent': each camera gets its own draw (lerobot); 'shared': one draw for every camera of a sample (the
-    cameras must then have one size); None: the preset's, else independent. Every frame of a camera's video
-    window always shares its camera's draw."""
+    """'independent': each camera gets its own draw (lerobot); 'shared': one draw for every camera of a sample
+    (an op whose draw depends on the frame size, a crop, needs the cameras at one size there); None: the preset's,
+    else independent. Every frame of a camera's video window always shares its camera's draw."""
     exclude_cameras: list[str] = attrs.field(factory=list)
     """Cameras never augmented, by name (``wrist``) or key (``observation.images.wrist``); each must be a camera
     of the dataset."""
