@@ -212,3 +212,21 @@ def test_shared_draws_need_cameras_of_the_size_an_op_was_drawn_on() -> None:
                 augmentation.augment(sample, epoch=0, index=0)
     with pytest.raises(DataError, match="holds none of the cameras"):
         augmentation.augment({"video": torch.zeros(3, 2, 8, 8, dtype=torch.uint8)}, epoch=0, index=0)
+
+
+def test_deterministic_mode_seeds_by_sample_index_where_the_reference_does() -> None:
+    """cosmos3 (LoongForge: torch.manual_seed(idx) under --deterministic-mode) draws from the index alone, the same
+    every epoch; lerobot keeps the (seed, epoch, index) key; without --deterministic-mode both use the key."""
+    from embodied_core.data.image_augmentation import build_image_augmentation
+
+    keys = {}
+    for preset in ("cosmos3", "lerobot"):
+        for deterministic in (True, False):
+            config = load_config("tiny_flow_policy", training={**DUMMY, "deterministic_mode": deterministic},
+                                 data={"image_augmentation": {"preset": preset}}, environ={})
+            augmentation = build_image_augmentation(config)
+            assert augmentation is not None
+            keys[preset, deterministic] = [augmentation.sample_key(epoch=e, index=5) for e in (0, 3)]
+    assert keys["cosmos3", True] == [5, 5]
+    for other in (("cosmos3", False), ("lerobot", True), ("lerobot", False)):
+        assert keys[other][0] != keys[other][1] and 5 not in keys[other]
