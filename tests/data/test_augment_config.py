@@ -230,3 +230,29 @@ def test_deterministic_mode_seeds_by_sample_index_where_the_reference_does() -> 
     assert keys["cosmos3", True] == [5, 5]
     for other in (("cosmos3", False), ("lerobot", True), ("lerobot", False)):
         assert keys[other][0] != keys[other][1] and 5 not in keys[other]
+
+
+def test_without_torchvision_the_run_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+    import sys
+
+    from embodied_core.data.image_augmentation import run_problems
+    from embodied_core.errors import UsageError
+    from embodied_data.augment import _torchvision
+
+    config = load_config("tiny_flow_policy", training=DUMMY, data={"image_augmentation": {"preset": "lerobot"}},
+                         environ={})
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchvision" else real(name, *a))
+    problems = run_problems(config)
+    assert problems and all("needs the package(s) torchvision" in p and "embodied-data[augment]" in p
+                            for p in problems), problems
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    _torchvision._import.cache_clear()
+    monkeypatch.setitem(sys.modules, "torchvision.transforms.v2", None)  # import raises ModuleNotFoundError
+    try:
+        with pytest.raises(UsageError, match=r"needs torchvision, which is not installed: pip install "
+                                             r"'embodied-data\[augment\]'"):
+            _torchvision.transforms_v2()
+    finally:
+        _torchvision._import.cache_clear()
