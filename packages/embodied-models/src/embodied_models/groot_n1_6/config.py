@@ -256,11 +256,12 @@ class GrootN16DataConfig(LocalTokenizerPath, BaseDataConfig):
                   "alternative (letterbox to square first) is not ported"))
     """LoongForge's choice of image pipeline; only true."""
     color_jitter_params: dict[str, float] | None = attrs.field(default=None, validator=only(
-        None, why="training-time colour jitter is not implemented (LoongForge's default applies it)"))
-    """Colour jitter of training views; only unset."""
+        None, why="training views are augmented by data.image_augmentation (e.g. ops random_crop scale 0.95, resize, "
+                  "color_jitter brightness 0.3 contrast 0.4 saturation 0.5 hue 0.08: LoongForge's defaults)"))
+    """LoongForge's colour jitter of training views; only unset (use data.image_augmentation)."""
     random_rotation_angle: int | None = attrs.field(default=None, validator=only(
-        None, why="training-time random rotation is not implemented"))
-    """Random rotation of training views; only unset (N1.6's default)."""
+        None, why="training views are augmented by data.image_augmentation (op random_rotation)"))
+    """LoongForge's random rotation of training views; only unset (use data.image_augmentation)."""
     apply_sincos_state_encoding: bool = attrs.field(default=False, validator=only(
         False, why="sin-cos encoding of state keys is not implemented"))
     """Sin-cos encoding of selected state keys; only false (N1.6's default)."""
