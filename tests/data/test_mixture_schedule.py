@@ -178,5 +178,5 @@ def test_a_state_saved_with_another_mixture_is_refused() -> None:
     state = _loader(0).state_dict()
     other = _loader(0)
     other.order.weights = [1.0, 1.0, 3.0]
-    with pytest.raises(ValueError, match="the dataset mixture .* changed"):
+    with pytest.raises(ValueError, match=r"the dataset mixture .* changed"):
         other.load_state_dict(state)

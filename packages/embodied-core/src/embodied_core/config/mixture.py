@@ -157,7 +157,22 @@ def _entry_problems(index: int, entry: MixtureEntry) -> list[str]:
 def structure_mixture(raw: Mapping[str, Any] | None, *, source: str) -> DataMixture:
     """Strictly structures the section (unknown keys, wrong types) and checks each entry's values; one ConfigError
     listing every problem, each naming the entry."""
-    mixture = structure(raw, DataMixture, path=MIXTURE_SECTION, source=source)
+    try:
+        mixture = structure(raw, DataMixture, path=MIXTURE_SECTION, source=source)
+    except ConfigError as exc:  # still check the entries that do structure, so one run reports everything
+        raw_entries = (raw or {}).get("entries") if isinstance(raw, Mapping) else None
+        if not isinstance(raw_entries, list):
+            raise
+        # the converter names a list item's problems without its index: structure each entry on its own instead
+        problems = [p for p in exc.problems if not p.startswith(f"{MIXTURE_SECTION}.entries")]
+        for index, item in enumerate(raw_entries):
+            try:
+                entry = structure(item, MixtureEntry, path=f"{MIXTURE_SECTION}.entries[{index}]")
+            except ConfigError as entry_exc:
+                problems.extend(entry_exc.problems)
+                continue
+            problems.extend(_entry_problems(index, entry))
+        raise ConfigError(problems, source=source) from None
     problems = [p for i, entry in enumerate(mixture.entries) for p in _entry_problems(i, entry)]
     if not mixture.entries:
         problems.append(f"{MIXTURE_SECTION}.entries: empty; list at least one dataset")

@@ -154,6 +154,12 @@ class LeRobotDataset(Dataset):
                 f"{self.tolerance_s}")
 
     # ---------------------------------------------------------------- Dataset API
+    def close(self) -> None:
+        """Closes the video decoders this process has open. A process that decoded frames (a dataset mixture's check
+        of one sample per entry) calls it before DataLoader workers fork: FFmpeg's threads do not survive a fork,
+        and a worker forked while they run can hang on their locks. Decoding again reopens them."""
+        self.backend.close()
+
     def __len__(self) -> int:
         return len(self.table) if self.index is None else len(self.index)
 

@@ -252,6 +252,10 @@ def _build(config: RunConfig, spec: Any, *, world_size: int) -> MixtureData:
     entry_transforms = [group_transforms[t] for t in tags]
     samples = [with_default_task(d, args.task_name) for d in datasets]
     _probe(samples, entry_transforms, labels)
+    for dataset in datasets:  # the probe decoded frames here: release the decoders before workers fork
+        close = getattr(dataset, "close", None)
+        if callable(close):
+            close()
     distinct = len({id(t) for t in entry_transforms}) > 1
     sample_transform = (MixtureTransform([t.sample_transform for t in entry_transforms]) if distinct
                         else entry_transforms[0].sample_transform)
