@@ -21,6 +21,7 @@ from tests.support import REPO_ROOT
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "augment_lerobot"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
+RUNS_PER_CASE = 3  # of the golden's 1-6 seeds per case: 15 draws in all, every transform picked several times
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_frames_equal_lerobots(lerobot_preset: ImageAugmentation, case: str) -> 
     keys = [f"observation.images.cam{c}" for c in range(spec["cameras"])]
     inputs = {key: camera_frames(height, width, camera=c, frames=spec["frames"]) for c, key in enumerate(keys)}
     small = load_file(str(FIXTURE / "small.safetensors")) if height == 48 else {}
-    for run in spec["runs"]:
+    for run in spec["runs"][:RUNS_PER_CASE]:
         sample = {**inputs, "task": "t"}
         out, applied = lerobot_preset.augment(sample, epoch=0, index=run["seed"])
         for c, (key, cam) in enumerate(zip(keys, run["cameras"], strict=True)):
