@@ -3,13 +3,15 @@
 Port of the computation of LoongForge's vendored ``eagle3_model/modeling_siglip2.py`` (``c6275661``), which extends
 transformers' SigLIP2 (NaFlex) with two switches the released Eagle-Block2A-2B-v2 config turns off
 (``use_windows_attn``, ``use_rope``) and the fixture turns on; transformers' own ``Siglip2VisionModel`` computes the
-tower only with both off (tested), so the layers are written here, under the checkpoint's parameter names.
+tower only with both off (tested). So transformers' ``Siglip2VisionEmbeddings`` (patch Linear + the resized position
+table) and ``Siglip2MLP`` are used as they are, built from a ``Siglip2VisionConfig``, and the attention (RoPE, tile
+mask) and the layer loop are written here, under the checkpoint's parameter names.
 
 Per image of H x W pixels (h = H / p, w = W / p patches; no padding tokens):
 
 1. patches in (row in patch, column in patch, channel) order -> ``patch_embedding`` (Linear);
-2. plus the learned position table (G x G, G = sqrt(num_patches)) resized to (h, w) with bilinear antialiased
-   interpolation in float32;
+2. plus the learned position table (G x G, G = sqrt(num_patches)) resized to (h, w) by bilinear antialiased
+   interpolation in float32 (transformers computes F.interpolate's weights explicitly; same values to ~1e-7);
 3. encoder layers ``h += out_proj(attn(LN1(h)))``, ``h += fc2(gelu_tanh(fc1(LN2(h))))``; attention is within the
    image, or within the token's window x window tile (row-major tiles, the last ones smaller) in windowed layers;
    with RoPE, q and k (not v) rotate per head by ``[x f_0, y f_0, x f_1, y f_1, ...]`` (column first, absolute patch
@@ -33,10 +35,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+from transformers.models.siglip2.configuration_siglip2 import Siglip2VisionConfig
+from transformers.models.siglip2.modeling_siglip2 import Siglip2MLP, Siglip2VisionEmbeddings
 
 from embodied_models.groot_n1_6.config import GrootN16ModelConfig
 
-__all__ = ["Siglip2VisionTower", "patchify", "rope_angles", "window_ids"]
+__all__ = ["Siglip2VisionTower", "patchify", "rope_angles", "siglip2_config", "window_ids"]
+
+
+def siglip2_config(cfg: GrootN16ModelConfig) -> Siglip2VisionConfig:
+    """The transformers config of the tower's embeddings and MLPs."""
+    return Siglip2VisionConfig(hidden_size=cfg.vision_width, intermediate_size=cfg.vision_mlp_dim,
+                               num_hidden_layers=cfg.vision_depth, num_attention_heads=cfg.vision_num_heads,
+                               num_channels=3, patch_size=cfg.vision_patch_size, num_patches=cfg.vision_num_patches,
+                               hidden_act="gelu_pytorch_tanh", layer_norm_eps=cfg.vision_layer_norm_eps)
 
 
 def patchify(pixels: torch.Tensor, patch: int) -> torch.Tensor:
@@ -101,28 +113,16 @@ class Siglip2Attention(nn.Module):
         return self.out_proj(out.transpose(1, 2).reshape(n, t, -1))
 
 
-class Siglip2MLP(nn.Module):
-    """``fc2(gelu_tanh(fc1(x)))``."""
-
-    def __init__(self, width: int, mlp_dim: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(width, mlp_dim)
-        self.fc2 = nn.Linear(mlp_dim, width)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
-
-
 class Siglip2EncoderLayer(nn.Module):
     """Pre-norm attention block and MLP block, each with a residual."""
 
-    def __init__(self, config: GrootN16ModelConfig) -> None:
+    def __init__(self, config: GrootN16ModelConfig, vision_config: Siglip2VisionConfig) -> None:
         super().__init__()
         width, eps = config.vision_width, config.vision_layer_norm_eps
         self.layer_norm1 = nn.LayerNorm(width, eps=eps)
         self.self_attn = Siglip2Attention(width, config.vision_num_heads)
         self.layer_norm2 = nn.LayerNorm(width, eps=eps)
-        self.mlp = Siglip2MLP(width, config.vision_mlp_dim)
+        self.mlp = Siglip2MLP(vision_config)
 
     def forward(self, hidden: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
                 mask: torch.Tensor | None) -> torch.Tensor:
@@ -130,36 +130,12 @@ class Siglip2EncoderLayer(nn.Module):
         return hidden + self.mlp(self.layer_norm2(hidden))
 
 
-class Siglip2Embeddings(nn.Module):
-    """Patch embedding (a Linear over flattened patches) plus the resized learned position table."""
-
-    def __init__(self, config: GrootN16ModelConfig) -> None:
-        super().__init__()
-        self.patch_size = config.vision_patch_size
-        self.grid = round(config.vision_num_patches ** 0.5)
-        self.patch_embedding = nn.Linear(3 * self.patch_size ** 2, config.vision_width)
-        self.position_embedding = nn.Embedding(config.vision_num_patches, config.vision_width)
-
-    def positions(self, h: int, w: int) -> torch.Tensor:
-        """The position table resized to (h, w): [h * w, C] in the table's dtype (interpolated in float32)."""
-        table = self.position_embedding.weight
-        grid = table.reshape(self.grid, self.grid, -1).permute(2, 0, 1).unsqueeze(0).float()
-        resized = F.interpolate(grid, size=(h, w), mode="bilinear", align_corners=False, antialias=True)
-        return resized.reshape(table.shape[1], h * w).transpose(0, 1).to(table.dtype)
-
-    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        """Normalized images [N, 3, H, W] -> tokens [N, h * w, C] (raster order)."""
-        h, w = pixels.shape[-2] // self.patch_size, pixels.shape[-1] // self.patch_size
-        patches = patchify(pixels, self.patch_size).to(self.patch_embedding.weight.dtype)
-        return self.patch_embedding(patches) + self.positions(h, w)
-
-
 class Siglip2Encoder(nn.Module):
     """The encoder layers (windowed unless in ``vision_full_attention_layers`` when windows are on)."""
 
-    def __init__(self, config: GrootN16ModelConfig) -> None:
+    def __init__(self, config: GrootN16ModelConfig, vision_config: Siglip2VisionConfig) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(Siglip2EncoderLayer(config) for _ in range(config.vision_depth))
+        self.layers = nn.ModuleList(Siglip2EncoderLayer(config, vision_config) for _ in range(config.vision_depth))
 
 
 class Siglip2VisionTower(nn.Module):
@@ -173,8 +149,9 @@ class Siglip2VisionTower(nn.Module):
     def __init__(self, config: GrootN16ModelConfig) -> None:
         super().__init__()
         self.config = config
-        self.embeddings = Siglip2Embeddings(config)
-        self.encoder = Siglip2Encoder(config)
+        vision_config = siglip2_config(config)
+        self.embeddings = Siglip2VisionEmbeddings(vision_config)
+        self.encoder = Siglip2Encoder(config, vision_config)
         self.post_layernorm = nn.LayerNorm(config.vision_width, eps=config.vision_layer_norm_eps)
         full = set(config.vision_full_attention_layers)
         self.windowed = [config.vision_windowed_attention and i not in full for i in range(config.vision_depth)]
@@ -195,8 +172,9 @@ class Siglip2VisionTower(nn.Module):
     def encode(self, pixels: torch.Tensor) -> torch.Tensor:
         """Normalized images of one size [N, 3, H, W] -> tokens [N, h * w, C] after post_layernorm (raster order)."""
         patch = self.config.vision_patch_size
-        h, w = pixels.shape[-2] // patch, pixels.shape[-1] // patch
-        hidden = self.embeddings(pixels)
+        n, h, w = pixels.shape[0], pixels.shape[-2] // patch, pixels.shape[-1] // patch
+        grids = torch.tensor([[h, w]] * n, device=pixels.device)
+        hidden = self.embeddings(patchify(pixels, patch), grids)
         rope, mask = self._rope(h, w, hidden.device), self._mask(h, w, hidden.device)
         for layer, windowed in zip(self.encoder.layers, self.windowed, strict=True):
             layer_mask = mask if windowed else None
