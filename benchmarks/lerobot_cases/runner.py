@@ -94,7 +94,8 @@ def run_side(model_name: str, role: str, *, size: dict[str, Any], work: Path, de
     """Builds ``role``'s side ("ours" or "lerobot") of ``model_name`` and steps it ``warmup + steps`` times.
 
     Returns: role, compile, mode ("train" or "forward"), first_s, step_s (median of the timed steps), losses (all
-    steps), peak_mib, flops (one step, counted by torch's FlopCounterMode, when ``count_flops``) and notes.
+    steps), peak_mib, trained_params (elements of the parameters with a nonzero gradient at step 0), flops (one
+    step, counted by torch's FlopCounterMode, when ``count_flops``) and notes.
     """
     import torch
 
@@ -116,12 +117,17 @@ def run_side(model_name: str, role: str, *, size: dict[str, Any], work: Path, de
     optimizer = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01) if train else None
     autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
 
+    trained = 0
+
     def step(index: int) -> float:
+        nonlocal trained
         torch.manual_seed(step_seed(index))
         with autocast, torch.set_grad_enabled(train):
             loss = side.loss(index)
         if train:
             loss.backward()
+            if index == 0:  # nonzero: work whose result the loss never reads gets a zero gradient, not none
+                trained = sum(p.numel() for p in params if p.grad is not None and bool(p.grad.any()))
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
         if dev.type == "cuda":
@@ -139,7 +145,7 @@ def run_side(model_name: str, role: str, *, size: dict[str, Any], work: Path, de
     peak = torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else rss.peak
     record: dict[str, Any] = {"role": role, "compile": compile_model, "mode": "train" if train else "forward",
                               "first_s": times[0], "step_s": statistics.median(times[warmup:]), "losses": losses,
-                              "peak_mib": peak, "params": sum(p.numel() for p in params), "notes": side.notes}
+                              "peak_mib": peak, "trained_params": trained, "notes": side.notes}
     if count_flops:
         from torch.utils.flop_counter import FlopCounterMode
 
