@@ -66,3 +66,40 @@ def _fields(config):
     import attrs
 
     return attrs.asdict(config, recurse=False)
+
+
+# --- a lerobot config.json beside the checkpoint (embodied_models.lingbot_va.reference) ---
+
+
+@pytest.mark.parametrize(("key", "value"), [("attn_mode", "xformers"), ("dtype", "float64"), ("n_obs_steps", 2)])
+def test_lerobot_config_values_this_port_does_not_implement_are_refused(key, value):
+    from embodied_models.lingbot_va.reference import reference_model_fields
+
+    with pytest.raises(ConfigError, match=f"{key} = {value!r} is not implemented"):
+        reference_model_fields({"type": "lingbot_va", key: value})
+
+
+def test_lerobot_config_defaults_and_attn_modes():
+    from embodied_models.lingbot_va.reference import reference_model_fields
+
+    fields = reference_model_fields({"type": "lingbot_va", "attn_mode": "flashattn", "video_exec_step": 3})
+    assert fields["action_snr_shift"] == 0.05 and fields["text_len"] == 512 and fields["attention_backend"] == "sdpa"
+    assert fields["video_exec_step"] == 3 and fields["used_action_channel_ids"] == list(range(7))
+
+
+def test_a_lerobot_config_beside_the_checkpoint_is_checked_before_building(tmp_path):
+    import json
+
+    from embodied_models.lingbot_va.reference import MODEL_FIELDS
+
+    cfg = _config(data={"action_dim": 4})
+    doc = {"type": "lingbot_va", **{key: getattr(cfg.model, field) for key, (field, _) in MODEL_FIELDS.items()}}
+    doc["patch_size"] = list(doc["patch_size"])
+    (tmp_path / "config.json").write_text(json.dumps({**doc, "action_snr_shift": 0.05}))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    training = {**TRAINING, "pretrained_checkpoint": str(tmp_path / "model.safetensors")}
+    with pytest.raises(ConfigError, match=r"model\.action_snr_shift=0\.05 \(checkpoint\) vs 1\.0 \(model\)"):
+        validate_run_config(load_config(training=training, data={"action_dim": 4}), world_size=1)
+    agreed = load_config(training=training, model={"action_snr_shift": 0.05, "guidance_scale": 2.0},
+                         data={"action_dim": 4})
+    validate_run_config(agreed, world_size=1)  # guidance is a sampling choice: not compared

@@ -29,6 +29,7 @@ from torch import nn
 from embodied_core.checkpoint.keymap import IDENTITY, Allow, KeyMap, LoadReport, Rename, compare_state, load_state
 from embodied_core.checkpoint.readers import iter_tensors, read_json, read_tensors
 from embodied_core.errors import CheckpointError
+from embodied_models.lingbot_va.config import LingBotVAModelConfig
 from embodied_models.wan.patch import conv3d_weight_to_linear
 
 __all__ = ["KEY_MAPS", "LoadReport", "convert_wan22_state_dict", "iter_transformer_folder", "load_pretrained",
@@ -283,8 +284,11 @@ def load_pretrained(model: nn.Module, path: str | Path, *, layout: str) -> LoadR
     each rank's shards are copied): a diffusers transformer folder in ``layout``, or a whole-model checkpoint
     (embodied, lerobot policy) through core's identity loader."""
     from embodied_core.checkpoint.pretrained import load_pretrained as load_whole_model
+    from embodied_models.lingbot_va.reference import check_checkpoint_config
 
     path = Path(path)
+    if isinstance(getattr(model, "config", None), LingBotVAModelConfig):
+        check_checkpoint_config(model.config, path)  # a lerobot config.json beside it must describe this network
     if not _is_transformer_folder(path):
         return load_whole_model(model, path)
     if layout not in KEY_MAPS and layout != "wan22":

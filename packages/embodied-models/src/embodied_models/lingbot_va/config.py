@@ -8,6 +8,8 @@ the Wan2.2 TI2V-5B block shape) and the upstream training configs (``wan_va/conf
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 
 from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
@@ -246,6 +248,11 @@ def check_run_config(config: object) -> list[str]:
     if training.trainer_type == "FinetuneTrainer":
         problems.append(f"{training.model_name} draws its noise from its own generator: use --trainer-type lingbot_va "
                         "so the generator is seeded per rank and checkpointed")
+    for source in (getattr(training, "pretrained_checkpoint", None), model.pretrained_path):
+        if source and Path(source).exists():  # a lerobot config.json beside it must describe this network
+            from embodied_models.lingbot_va.reference import checkpoint_config_problems
+
+            problems += checkpoint_config_problems(model, source)
     if training.init_on_meta and model.pretrained_path:
         problems.append(f"model.pretrained_path is loaded while the model is built, which --init-on-meta builds on the "
                         f"meta device: pass it as --pretrained-checkpoint {model.pretrained_path} (with "

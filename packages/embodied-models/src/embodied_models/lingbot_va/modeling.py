@@ -181,6 +181,9 @@ def build_model(model_config: LingBotVAModelConfig, data_config: LingBotVADataCo
     model = LingBotVAModel(model_config, data_config)
     if model_config.pretrained_path:
         from embodied_models.lingbot_va import checkpoint
+        from embodied_models.lingbot_va.reference import check_checkpoint_config
+
+        check_checkpoint_config(model_config, model_config.pretrained_path)  # a lerobot config.json beside it
 
         if model_config.pretrained_layout == "wan22":
             _, wan_state = checkpoint.read_diffusers_folder(model_config.pretrained_path)
