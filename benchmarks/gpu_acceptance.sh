@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# GPU acceptance run (issue 19): one script, meant to finish in under 8 minutes on one H200-class GPU, that prints
+# GPU acceptance run (issues 19, 29): one script, meant to finish in under 8 minutes on one H200-class GPU, that prints
 # one table:
-#   - pi05 at the released size (PaliGemma 2B + 300M expert), bf16 autocast, one batch that fits: step time, peak
-#     memory and MFU, ours eager, ours --compile, and lerobot 0.6.1's PI05Pytorch on the same GPU, batch, weights,
-#     inputs, noise and time (benchmarks/pi05_vs_lerobot.py; lerobot from the side venv when it is there);
+#   - every model lerobot 0.6.1 also ships (pi05, smolvla, xvla, groot_n1_7, fastwam, lingbot_va), bf16 autocast:
+#     the training step of ours eager, ours --compile and lerobot's module on the same GPU, weights, inputs, noise
+#     and time (benchmarks/vs_lerobot.py: time ratio, loss difference, peak memory, MFU); pi05 at the released size
+#     (PaliGemma 2B + 300M expert, PI05_BATCH), the others at their mid size with batch GPU_BATCH;
 #   - lingbot_va at a mid size (1536 wide x 12 layers, 8 latent frames) under FSDP2 on one rank: one unit per
 #     block vs one per Linear, eager vs --compile, flex vs sdpa attention (benchmarks/lingbot_va_granularity.py).
-# MFU counts matmul FLOPs per token (6 x the weights a token passes through, plus the attention matmuls; the docs of
-# both benchmarks say exactly what is counted) over the GPU's bf16 dense peak (PEAK_TFLOPS, default 989: H200).
+# MFU: FLOPs of one step counted by torch's FlopCounterMode (vs_lerobot.py) or per token (lingbot_va_granularity.py,
+# its doc says what is counted) over the GPU's bf16 dense peak (PEAK_TFLOPS, default 989: H200). Each vs_lerobot run
+# is bounded by MODEL_TIMEOUT seconds (default 150); a model that fails or runs out of time is a row saying so.
 #
-# Without CUDA (or with --cpu-smoke) it runs the same steps end to end at tiny sizes on CPU, float32.
+# Without CUDA (or with --cpu-smoke) it runs the same steps end to end at tiny sizes on CPU, float32 (one timed step,
+# ours --compile for pi05 only).
 #
 #   bash benchmarks/gpu_acceptance.sh [--cpu-smoke]
-#   PI05_BATCH=32 PEAK_TFLOPS=989 LEROBOT_PYTHON=.venv-lerobot/bin/python bash benchmarks/gpu_acceptance.sh
+#   PI05_BATCH=32 GPU_BATCH=32 PEAK_TFLOPS=989 MODELS="pi05 xvla" LEROBOT_PYTHON=.venv-lerobot/bin/python \
+#     bash benchmarks/gpu_acceptance.sh
 #
 # Python: the repository's .venv when it imports our packages, else a venv .venv-gpu over the machine's own torch
 # (--system-site-packages) with our packages installed from the checkout (editable, --no-deps: nothing is fetched).
@@ -47,70 +51,93 @@ echo "gpu_acceptance: mode $MODE, python $PY, outputs in $OUT"
 "$PY" -c "import torch; print('torch', torch.__version__, '|', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA')"
 
 LEROBOT_PYTHON="${LEROBOT_PYTHON:-$ROOT/.venv-lerobot/bin/python}"
-LEROBOT_ARGS=(--lerobot-python "$LEROBOT_PYTHON")
+LEROBOT_OK=1
 if ! { [[ -x "$LEROBOT_PYTHON" ]] && "$LEROBOT_PYTHON" -c "import lerobot.policies.pi05.modeling_pi05" 2>/dev/null; }; then
-  # A side venv needs the package index; on a machine without it the comparison with lerobot is left out.
+  # A side venv needs the package index; on a machine without it the comparisons with lerobot are left out.
   TORCH_VERSION="$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')"
   if LEROBOT_PYTHON="$ROOT/.venv-lerobot/bin/python" EMBODIED_LEROBOT_TORCH="torch==$TORCH_VERSION" \
       timeout 300 bash benchmarks/setup_lerobot_venv.sh >"$OUT/lerobot_setup.log" 2>&1; then
-    LEROBOT_ARGS=(--lerobot-python "$ROOT/.venv-lerobot/bin/python")
+    LEROBOT_PYTHON="$ROOT/.venv-lerobot/bin/python"
   else
-    echo "lerobot side venv unavailable (see $OUT/lerobot_setup.log): pi05 runs ours only"
-    LEROBOT_ARGS=(--ours-only)
+    echo "lerobot side venv unavailable (see $OUT/lerobot_setup.log): the lerobot comparisons are left out"
+    LEROBOT_OK=0
   fi
 fi
 
+MODELS="${MODELS:-pi05 smolvla xvla groot_n1_7 fastwam lingbot_va}"
 if [[ "$MODE" == gpu ]]; then
-  PI05_ARGS=(--size full --device cuda --dtype bfloat16 --batch-size "${PI05_BATCH:-32}" --rounds 1 --steps 10
-             --warmup 3 --peak-tflops "${PEAK_TFLOPS:-989}")
+  COMMON=(--device cuda --dtype bfloat16 --rounds 1 --steps 10 --warmup 3 --peak-tflops "${PEAK_TFLOPS:-989}")
   LINGBOT_ARGS=(--width 1536 --layers 12 --frames 8 --steps 10 --warmup 3 --peak-tflops "${PEAK_TFLOPS:-989}"
                 --variants block:flex:eager linear:flex:eager block:flex:compile block:sdpa:eager)
 else
-  PI05_ARGS=(--size tiny --device cpu --dtype float32 --rounds 1 --steps 2 --warmup 1)
+  COMMON=(--size tiny --device cpu --dtype float32 --rounds 1 --steps 1 --warmup 0)
   # flex attention has no backward on CPU: the smoke trains with sdpa only
   LINGBOT_ARGS=(--width 128 --layers 2 --frames 2 --image 64 --text-dim 32 --text-len 16 --steps 2 --warmup 1
                 --variants block:sdpa:eager linear:sdpa:eager block:sdpa:compile)
 fi
 
-echo "== pi05: ours vs lerobot PI05Pytorch, eager and --compile"
-"$PY" benchmarks/pi05_vs_lerobot.py "${PI05_ARGS[@]}" "${LEROBOT_ARGS[@]}" --json "$OUT/pi05.json" \
-  2>"$OUT/pi05.stderr" || { tail -20 "$OUT/pi05.stderr" >&2; exit 1; }
+if [[ "$LEROBOT_OK" == 1 ]]; then
+  for model in $MODELS; do
+    args=("${COMMON[@]}")
+    if [[ "$MODE" == gpu ]]; then
+      if [[ "$model" == pi05 ]]; then
+        args+=(--size full --batch-size "${PI05_BATCH:-32}")
+      else
+        args+=(--size mid --batch-size "${GPU_BATCH:-32}")
+      fi
+    elif [[ "$model" != pi05 ]]; then
+      args+=(--no-compile)
+    fi
+    echo "== $model: ours vs lerobot, eager and --compile ($(( SECONDS - STARTED )) s so far)"
+    rm -f "$OUT/$model.json"
+    if ! timeout "${MODEL_TIMEOUT:-150}" "$PY" benchmarks/vs_lerobot.py --model "$model" "${args[@]}" \
+        --lerobot-python "$LEROBOT_PYTHON" --json "$OUT/$model.json" >"$OUT/$model.stdout" 2>"$OUT/$model.stderr"; then
+      echo "   $model did not finish (see $OUT/$model.stderr):"; tail -3 "$OUT/$model.stderr" >&2
+      rm -f "$OUT/$model.json"
+    fi
+  done
+fi
 echo "== lingbot_va: FSDP2 block vs per-Linear units, eager vs --compile, flex vs sdpa"
-"$PY" benchmarks/lingbot_va_granularity.py "${LINGBOT_ARGS[@]}" --json "$OUT/lingbot_va.json" \
-  2>"$OUT/lingbot_va.stderr" || { tail -20 "$OUT/lingbot_va.stderr" >&2; exit 1; }
+"$PY" benchmarks/lingbot_va_granularity.py "${LINGBOT_ARGS[@]}" --json "$OUT/lingbot_va.granularity.json" \
+  2>"$OUT/lingbot_va.granularity.stderr" || { tail -20 "$OUT/lingbot_va.granularity.stderr" >&2; exit 1; }
 
-"$PY" - "$OUT" "$MODE" $((SECONDS - STARTED)) <<'PY'
+"$PY" - "$OUT" "$MODE" $((SECONDS - STARTED)) $MODELS <<'PY'
 import json
 import math
 import sys
 from pathlib import Path
 
-out, mode, seconds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+out, mode, seconds, models = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 
 
 def cell(value, fmt):
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
 
 
-pi05, lingbot = json.loads((out / "pi05.json").read_text()), json.loads((out / "lingbot_va.json").read_text())
-rows = [("| run | step (ms) | vs reference | max loss diff | peak mem (MiB) | MFU |"),
+rows = [("| run | step (ms) | vs reference | loss rel diff | peak mem (MiB) | MFU |"),
         ("|---|---:|---:|---:|---:|---:|")]
-for row in pi05["rows"]:
-    rows.append(f"| pi05 {pi05['size']} b{pi05['batch']} {pi05['dtype']}: {row['name']} | {cell(row['step_ms'], '.1f')} "
-                f"| {cell(row['ratio'], '.2f')}x | {cell(row['loss_diff'], '.2e')} | {cell(row['peak_mib'], '.0f')} "
-                f"| {cell(row['mfu'], '.1%')} |")
-runs = lingbot["runs"]
-base = next((r for r in runs if r["unit"] == "LingBotBlock" and r["mode"] == "eager"), runs[0])
-for run in runs:
-    name = (f"lingbot_va {lingbot['width']}x{lingbot['layers']}: FSDP2 {run['unit']} units ({run['units']}), "
-            f"{run['attention']}, {run['mode']}")
-    rows.append(f"| {name} | {cell(run['step_ms'], '.1f')} | {run['step_ms'] / base['step_ms']:.3f}x | - "
-                f"| {cell(run['peak_mib'], '.0f')} | {cell(run['mfu'], '.1%')} |")
-linear = next((r for r in runs if r["unit"] == "Linear" and r["mode"] == "eager"), None)
-print(f"\nGPU acceptance table ({mode}, {seconds} s; pi05 'vs reference' = time / lerobot eager's, or / ours eager's "
-      "without lerobot; lingbot_va 'vs reference' = time / block units eager)")
+for model in models:
+    path = out / f"{model}.json"
+    if not path.exists():
+        rows.append(f"| {model}: did not finish (see {model}.stderr) | - | - | - | - | - |")
+        continue
+    summary = json.loads(path.read_text())
+    what = f"{model} {summary['size']} b{summary['batch']} {summary['dtype']}" + (
+        " (forward only)" if summary["mode"] == "forward" else "")
+    for name, row in summary["rows"].items():
+        rows.append(f"| {what}: {name} | {cell(row['step_ms'], '.1f')} | {cell(row['ratio'], '.2f')}x "
+                    f"| {cell(row['loss_rel_diff'], '.1e')} | {cell(row['peak_mib'], '.0f')} | {cell(row['mfu'], '.1%')} |")
+lingbot_path = out / "lingbot_va.granularity.json"
+if lingbot_path.exists():
+    lingbot = json.loads(lingbot_path.read_text())
+    runs = lingbot["runs"]
+    base = next((r for r in runs if r["unit"] == "LingBotBlock" and r["mode"] == "eager"), runs[0])
+    for run in runs:
+        name = (f"lingbot_va {lingbot['width']}x{lingbot['layers']}: FSDP2 {run['unit']} units ({run['units']}), "
+                f"{run['attention']}, {run['mode']}")
+        rows.append(f"| {name} | {cell(run['step_ms'], '.1f')} | {run['step_ms'] / base['step_ms']:.3f}x | - "
+                    f"| {cell(run['peak_mib'], '.0f')} | {cell(run['mfu'], '.1%')} |")
+print(f"\nGPU acceptance table ({mode}, {seconds} s; model rows: 'vs reference' = time / lerobot eager's in the same "
+      "round; lingbot_va FSDP2 rows: time / block units eager)")
 print("\n".join(rows))
-if linear is not None:
-    print(f"lingbot_va per-Linear / per-block step time: {linear['step_ms'] / base['step_ms']:.3f}x "
-          "(the seed's claim: 1.249x)")
 PY
