@@ -134,7 +134,10 @@ def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy
     share_fn = registry.load_factory(groups.SAMPLERS, args.distributed_sampler_mode, flag="--distributed-sampler-mode",
                                      options=config.plugins.get(args.distributed_sampler_mode))(
                                          strategy.rank, strategy.world_size)
-    augmentation = build_image_augmentation(config, cameras=[k for k, f in features.items() if f.is_visual])
+    # a mixture's embodiments may name their cameras differently: each one's cameras are augmented
+    visual = [features] if mixture is None else [e.features for e in mixture.embodiments.values()]
+    cameras = list(dict.fromkeys(k for part in visual for k, f in part.items() if f.is_visual))
+    augmentation = build_image_augmentation(config, cameras=cameras)
     loader = ResumableLoader(
         samples,
         batch_size=args.per_device_batch_size,
