@@ -68,9 +68,13 @@ def _single_process(output_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    return _single_process(tmp_path_factory.mktemp("groot_n1_6_single") / "single")
+
+
 @pytest.mark.timeout(600)
-def test_two_fsdp_processes_give_the_losses_of_one_process(tmp_path: Path) -> None:
-    single = _single_process(tmp_path / "single")
+def test_two_fsdp_processes_give_the_losses_of_one_process(single: list[dict], tmp_path: Path) -> None:
     launched = _launch(tmp_path / "fsdp")
     assert [r["step"] for r in single] == [r["step"] for r in launched] == [1, 2]
     for one, other in zip(single, launched, strict=True):
