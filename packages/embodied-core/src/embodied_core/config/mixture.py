@@ -40,7 +40,7 @@ from embodied_core.config.converter import structure
 from embodied_core.errors import ConfigError, UsageError
 
 __all__ = ["MIXTURE_SECTION", "DataMixture", "MixtureEntry", "StatsMode", "Weighting", "entry_label",
-           "read_mixture_file", "with_mixture"]
+           "expand_mixture", "load_mixture_file", "read_mixture_file", "structure_mixture", "with_mixture"]
 
 MIXTURE_SECTION = "data_mixture"
 """Top-level key of the mixture section in a config YAML (and optionally in a ``--dataset-mixture`` file)."""
@@ -140,6 +140,14 @@ def read_mixture_file(path: str | Path) -> dict[str, Any]:
     return dict(doc)
 
 
+def load_mixture_file(path: str | Path) -> DataMixture:
+    """The mixture a ``--dataset-mixture`` file holds, strictly structured, with its ``source`` set (globs not yet
+    expanded: :func:`expand_mixture`)."""
+    file = Path(path).expanduser()
+    mixture = structure_mixture(read_mixture_file(file), source=str(file))
+    return attrs.evolve(mixture, source=str(file.absolute()))
+
+
 def _entry_problems(index: int, entry: MixtureEntry) -> list[str]:
     label = entry_label(index, entry)
     problems = []
@@ -216,9 +224,7 @@ def with_mixture(config: Any) -> Any:
     args = config.training
     mixture = config.data_mixture
     if args.dataset_mixture is not None:
-        file = Path(args.dataset_mixture).expanduser()
-        mixture = structure_mixture(read_mixture_file(file), source=str(file))
-        mixture = attrs.evolve(mixture, source=str(file.absolute()))
+        mixture = load_mixture_file(args.dataset_mixture)
         config = attrs.evolve(config, training=attrs.evolve(args, dataset_mixture=None))
     if mixture is None:
         return config
@@ -226,8 +232,18 @@ def with_mixture(config: Any) -> Any:
         raise ConfigError([f"--dataset-path {config.training.dataset_path} and a dataset mixture "
                            f"({mixture.source or MIXTURE_SECTION + ':'}) exclude each other; add the dataset as an "
                            "entry of the mixture, or drop the mixture"])
-    if args.data_root_dir is not None:
-        base = Path(args.data_root_dir).expanduser()
+    return attrs.evolve(config, data_mixture=expand_mixture(mixture, data_root_dir=args.data_root_dir))
+
+
+def expand_mixture(mixture: DataMixture, *, data_root_dir: str | None = None) -> DataMixture:
+    """``mixture`` with every glob expanded and every entry path absolute: relative paths under ``data_root_dir``,
+    else under the folder of ``mixture.source``, else the working directory (idempotent).
+
+    Raises:
+        ConfigError: paths that do not exist and globs that match nothing, each naming its entry.
+    """
+    if data_root_dir is not None:
+        base = Path(data_root_dir).expanduser()
     elif mixture.source is not None:
         base = Path(mixture.source).parent
     else:
@@ -241,4 +257,4 @@ def with_mixture(config: Any) -> Any:
             problems.append(problem)
     if problems:
         raise ConfigError(problems, source=mixture.source or MIXTURE_SECTION)
-    return attrs.evolve(config, data_mixture=attrs.evolve(mixture, entries=entries))
+    return attrs.evolve(mixture, entries=entries)

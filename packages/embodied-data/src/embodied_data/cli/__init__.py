@@ -5,6 +5,7 @@ embodied data inspect PATH [--deep] [--json] version, episodes, features, codecs
 embodied data synth OUTPUT [--episodes N ...] a small LeRobot v3.0 dataset of a visual reaching task
 embodied data stats PATH [--episodes ...]    per-feature stats and where they come from
 embodied data preview PATH --image-augmentation PRESET|FILE.yaml [--samples 8 --out grid.png]  original vs augmented
+embodied data mixture FILE.yaml [--model-name NAME]  a dataset mixture's entries, measured shares, stats, problems
 embodied data collect --env ENV --out DIR ...  an env's scripted expert as a dataset (embodied-eval's data-collect)
 ```
 """
@@ -29,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     extra = sorted(name[len("data-"):] for name in registry.names(COMMANDS) if name.startswith("data-"))
     epilog = f"sub-commands from other packages: {', '.join(extra)}" if extra else None
     parser = argparse.ArgumentParser(prog="embodied data", description="Dataset tools.", epilog=epilog)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{inspect,synth,stats,preview}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{inspect,synth,stats,preview,mixture}")
 
     inspect = sub.add_parser("inspect", help="describe a LeRobot dataset and list its problems (exit 1 if any)")
     inspect.add_argument("path", help="dataset root (the folder holding meta/info.json)")
@@ -74,6 +75,26 @@ def _parser() -> argparse.ArgumentParser:
     preview.add_argument("--cameras", nargs="+", default=None, help="cameras to show (default: all)")
     preview.add_argument("--episodes", type=index_list, default=None, help="episode subset, e.g. 0-9,12")
     preview.add_argument("--video-backend", default="torchcodec", help="frame decoder (default torchcodec)")
+
+    mixture = sub.add_parser("mixture", help="a dataset mixture's entries, sampling shares measured over one epoch, "
+                                             "stats and every problem (exit 1 if any)")
+    mixture.add_argument("file", help="the mixture YAML (what --dataset-mixture reads)")
+    mixture.add_argument("--model-name", default=None,
+                         help="also map every entry into this model's input as embodied train would (its data checks, "
+                              "its transform on one sample per entry, all entries collated together)")
+    mixture.add_argument("--config-file", default=None,
+                         help="the run's YAML (model: / data: sections) for --model-name")
+    for flag, help_text in (("--dataset-format", "reader of the entries that set none (default lerobot_datasets)"),
+                            ("--video-backend", "decoder of the entries that set none (default torchcodec)"),
+                            ("--dataset-strategy", "strategy of the entries that set none (default default)"),
+                            ("--data-root-dir", "folder relative entry paths are resolved against")):
+        mixture.add_argument(flag, default=None, help=help_text)
+    mixture.add_argument("--seed", type=int, default=None, help="the run's --seed (the schedule's default seed)")
+    mixture.add_argument("--per-device-batch-size", type=int, default=None,
+                         help="the run's batch (the epoch is rounded to whole batches)")
+    mixture.add_argument("--streaming", action="store_true", help="measure the --streaming order")
+    mixture.add_argument("--epoch", type=int, default=0, help="the epoch whose draws are measured (0)")
+    mixture.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -138,6 +159,18 @@ def _run_preview(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_mixture(args: argparse.Namespace) -> int:
+    from embodied_data.mixture import mixture_report, render_mixture_report, report_json
+
+    flags = {"dataset_format": args.dataset_format, "video_backend": args.video_backend,
+             "dataset_strategy": args.dataset_strategy, "data_root_dir": args.data_root_dir, "seed": args.seed,
+             "per_device_batch_size": args.per_device_batch_size, "streaming": args.streaming or None}
+    report = mixture_report(args.file, model=args.model_name, config_file=args.config_file, flags=flags,
+                            epoch=args.epoch)
+    print(json.dumps(report_json(report), indent=2) if args.json else render_mixture_report(report))
+    return 0 if report.ok else 1
+
+
 def main(argv: Sequence[str]) -> int:
     """Runs ``embodied data`` with ``argv`` (the arguments after ``data``); returns the exit code."""
     from embodied_core import registry
@@ -148,7 +181,8 @@ def main(argv: Sequence[str]) -> int:
     if argv and not argv[0].startswith("-") and f"data-{argv[0]}" in registry.names(COMMANDS):
         return registry.load_factory(COMMANDS, f"data-{argv[0]}")(list(argv[1:]))
     args = _parser().parse_args(list(argv))
-    runners = {"inspect": _run_inspect, "synth": _run_synth, "stats": _run_stats, "preview": _run_preview}
+    runners = {"inspect": _run_inspect, "synth": _run_synth, "stats": _run_stats, "preview": _run_preview,
+               "mixture": _run_mixture}
     if args.command not in runners:
         raise UsageError(f"unknown sub-command {args.command!r}")
     return runners[args.command](args)
