@@ -177,3 +177,53 @@ def _profile_step(step: Any, index: int, folder: Path, name: str, device: Any) -
 def print_record(record: dict[str, Any]) -> None:
     """The record as the JSON line a driver reads (the last line of the side's stdout)."""
     print(json.dumps(record), flush=True)
+
+
+def run_predict(model_name: str, role: str, *, size: dict[str, Any], work: Path, device: str = "cpu",
+                calls: int = 20, warmup: int = 3, compile_model: bool = False) -> dict[str, Any]:
+    """Builds ``role``'s side of ``model_name`` in eval mode and times its action sampling ``warmup + calls``
+    times (torch's global RNG seeded with ``step_seed(0)`` before each call, so every call samples the same noise).
+
+    Returns: role, compile, latencies_ms (the timed calls), flops (one call, by FlopCounterMode), and the actions
+    of the last call saved to ``work/<role>[_compiled].actions.safetensors`` (for the driver's comparison).
+    """
+    import torch
+    from safetensors.torch import save_file
+    from torch.utils.flop_counter import FlopCounterMode
+
+    case = load_case(model_name)
+    dev = torch.device(device)
+    inputs = {k: v.to(dev) for k, v in ensure_inputs(case, size, work).items()}
+    if role == "lerobot":
+        side = case.lerobot_side(size, inputs, work, dev, compile_model=compile_model)
+    else:
+        side = case.our_side(size, inputs, work, dev)
+        if compile_model:
+            from embodied_core.trainer.compile import compile_blocks
+
+            side.notes.append(str(compile_blocks(side.model)))
+    if side.predict is None:
+        raise SystemExit(f"{model_name}: the {role} side has no action sampling to time")
+    side.model.to(dev).eval()
+
+    def call() -> Any:
+        torch.manual_seed(step_seed(0))
+        with torch.no_grad():
+            actions = side.predict()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        return actions
+
+    latencies, actions = [], None
+    for index in range(warmup + calls):
+        started = time.perf_counter()
+        actions = call()
+        if index >= warmup:
+            latencies.append((time.perf_counter() - started) * 1e3)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        call()
+    name = f"{role}{'_compiled' if compile_model else ''}.actions.safetensors"
+    save_file({"actions": actions.detach().float().cpu().contiguous()}, str(work / name))
+    return {"role": role, "compile": compile_model, "latencies_ms": latencies, "flops": counter.get_total_flops(),
+            "actions_file": name, "notes": side.notes}
