@@ -1,19 +1,21 @@
 """Inference latency: our action sampling next to lerobot 0.6.1's, and our policy's own overheads.
 
-    .venv/bin/python benchmarks/inference_latency.py [--model pi05 smolvla xvla groot_n1_7] [--size tiny]
+    .venv/bin/python benchmarks/inference_latency.py [--model pi05 smolvla xvla groot_n1_7 fastwam] [--size tiny]
         [--rounds 3] [--calls 20] [--warmup 3] [--no-compile] [--policy] [--json [PATH]]
 
 Part 1, per model, the same network as ``benchmarks/vs_lerobot.py`` builds (``benchmarks/lerobot_cases``: lerobot's
 weights through our strict loader, the same observation batch): the time of one action-chunk sample, lerobot's
 module (``PI05Pytorch.sample_actions``, ``VLAFlowMatching.sample_actions``, ``XVLAModel.generate_actions``,
-``GR00TN17ActionHead.get_action``: what ``select_action`` / ``predict_action_chunk`` run once the processors have
-made the batch) vs ours (``sample_actions``; ``--compile``: the trainer's regional ``compile_blocks``, compiled at
-start and warmed up before timing), with torch's RNG seeded the same before every call so both sample from the same
-noise. Fresh process per measurement, interleaved over ``--rounds`` (order reversed every other round); p50/p99 per
-measurement, the p50 ratio ours / lerobot per round (median and spread), denoising steps/s, the max |difference| of
-the sampled actions, and the FLOPs of one sample on each side (torch's ``FlopCounterMode``): equal FLOPs mean ours
-does the reference's work per step (pi0.5 and SmolVLA cache the prefix's keys and values once and reuse them at
-every denoising step, in lerobot and in ours; a port that re-ran the prefix per step would show here).
+``GR00TN17ActionHead.get_action``, ``FastWAM.infer_action`` per element: what ``select_action`` /
+``predict_action_chunk`` run once the processors have made the batch) vs ours (``sample_actions``; ``--compile``:
+the trainer's regional ``compile_blocks``, compiled at start and warmed up before timing), with torch's RNG seeded
+the same before every call so both sample from the same noise. Fresh process per measurement, interleaved over
+``--rounds`` (order reversed every other round); p50/p99 per measurement, the p50 ratio ours / lerobot per round
+(median and spread), denoising steps/s, the max |difference| of the sampled actions, and the FLOPs of one sample
+on each side (torch's ``FlopCounterMode``): ours at or below lerobot's FLOPs means ours does no more work per step
+(pi0.5 and SmolVLA cache the prefix's keys and values once and reuse them at every denoising step, in lerobot and
+in ours; FastWAM prefills the first frame's video keys/values once; a port that re-ran them per step would show
+here).
 
 Part 2 (``--policy``), ours only, pi05_tiny trained 2 steps on ``embodied data synth`` output (``serve_latency.py``'s
 checkpoint): ``load_policy(...).predict_action(observation)`` p50/p99 (raw observation in, unnormalized chunk out),
@@ -44,7 +46,7 @@ from benchmarks.lerobot_cases import load_case  # noqa: E402
 from benchmarks.lerobot_cases.runner import ensure_inputs, print_record, run_predict, sized  # noqa: E402
 
 DEFAULT_LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
-PREDICT_MODELS = ("pi05", "smolvla", "xvla", "groot_n1_7")
+PREDICT_MODELS = ("pi05", "smolvla", "xvla", "groot_n1_7", "fastwam")
 Key = tuple[str, bool]
 
 
@@ -113,7 +115,7 @@ def compare_model(model: str, opts: argparse.Namespace) -> dict[str, Any]:
             "rows": rows}
 
 
-SAMPLING_STEPS = {"pi05": 10, "smolvla": 10, "xvla": 10, "groot_n1_7": 4}
+SAMPLING_STEPS = {"pi05": 10, "smolvla": 10, "xvla": 10, "groot_n1_7": 4, "fastwam": 10}
 """Denoising steps of one sample at the cases' configs (lerobot's defaults, which ours equal)."""
 
 

@@ -44,6 +44,8 @@ class Side:
             side has dropout the other cannot draw alike (lerobot's fixed dropout in X-VLA's transformer).
         compiled: what compilation lerobot's side got from its own switch ("" when eager; ours is compiled by
             the runner with the trainer's ``compile_blocks``).
+        compile_target: the model plugin ``compile_blocks`` compiles for ours when ``model`` is a part of it (the
+            GR00T head); None: ``model``.
         predict: optional inference callable (used by ``inference_latency.py``): returns the action chunk.
         notes: free-form remarks printed with the results.
     """
@@ -52,6 +54,7 @@ class Side:
     loss: Callable[[int], Any]
     train_mode: bool = True
     compiled: str = ""
+    compile_target: Any = None
     predict: Callable[[], Any] | None = None
     notes: list[str] = field(default_factory=list)
 

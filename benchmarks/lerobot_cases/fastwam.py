@@ -31,6 +31,7 @@ SIZES: dict[str, dict[str, Any]] = {
 LEROBOT_COMPILE = False
 WEIGHTS = "model.safetensors"
 SHIFT, TIMESTEPS = 5.0, 1000
+SAMPLING_STEPS, INFERENCE_SEED = 10, 42  # lerobot's FastWAMPolicy defaults: 10 steps, noise from seed 42
 
 
 def describe(size: dict[str, Any]) -> str:
@@ -92,13 +93,15 @@ def lerobot_side(size: dict[str, Any], inputs: dict[str, Any], work: Path, devic
     latents = inputs["latents"]
 
     class StubVAE(nn.Module):
-        """Returns the given latents, with the Wan2.2 VAE's factors."""
+        """Returns the latents it holds (the clip's in training, one first frame in sampling), with the Wan2.2
+        VAE's factors."""
 
         temporal_downsample_factor, upsampling_factor, z_dim = 4, 16, size["channels"]
+        current = latents
 
         def encode(self, videos: Any, device: Any = None, tiled: bool = False, tile_size: Any = None,
                    tile_stride: Any = None) -> Any:
-            return latents
+            return self.current
 
     common = {"num_heads": size["heads"], "attn_head_dim": size["head_dim"], "num_layers": size["layers"],
               "text_dim": size["text"], "eps": 1e-6, "use_gradient_checkpointing": False, "fp32_attention": True}
@@ -112,7 +115,8 @@ def lerobot_side(size: dict[str, Any], inputs: dict[str, Any], work: Path, devic
         action = ActionDiT(action_dim=size["action_dim"], hidden_dim=size["action"], ffn_dim=size["action_ffn"],
                            freq_dim=size["action_freq"], **common)
         mot = MoT(mixtures={"video": video, "action": action}, mot_checkpoint_mixed_attn=False)
-        model = FastWAM(video_expert=video, action_expert=action, mot=mot, vae=StubVAE(), text_dim=size["text"],
+        vae = StubVAE()
+        model = FastWAM(video_expert=video, action_expert=action, mot=mot, vae=vae, text_dim=size["text"],
                         proprio_dim=size["proprio"], device=str(device), torch_dtype=torch.float32,
                         video_train_shift=SHIFT, video_infer_shift=SHIFT, action_train_shift=SHIFT,
                         action_infer_shift=SHIFT, video_num_train_timesteps=TIMESTEPS,
@@ -129,9 +133,22 @@ def lerobot_side(size: dict[str, Any], inputs: dict[str, Any], work: Path, devic
 
     def loss(step: int) -> Any:
         del step
+        vae.current = latents
         return model.training_loss(dict(sample))[0]
 
-    return Side(model=model, loss=loss)
+    def predict() -> Any:
+        # per element, as FastWAMPolicy.predict_action_chunk loops; the stub hands out element i's first frame
+        out = []
+        for i in range(b):
+            vae.current = latents[i:i + 1, :, :1]
+            out.append(model.infer_action(
+                prompt=None, input_image=pixels[0, :, 0], action_horizon=size["horizon"],
+                proprio=inputs["proprio"][i:i + 1, 0], context=inputs["context"][i:i + 1],
+                context_mask=inputs["context_mask"][i:i + 1], num_inference_steps=SAMPLING_STEPS, sigma_shift=None,
+                seed=INFERENCE_SEED, rand_device="cpu")["action"])
+        return torch.cat(out)
+
+    return Side(model=model, loss=loss, predict=predict)
 
 
 def our_side(size: dict[str, Any], inputs: dict[str, Any], work: Path, device: Any) -> Side:
@@ -146,7 +163,8 @@ def our_side(size: dict[str, Any], inputs: dict[str, Any], work: Path, device: A
                     "action_hidden_dim": size["action"], "action_ffn_dim": size["action_ffn"],
                     "action_freq_dim": size["action_freq"], "text_dim": size["text"], "eps": 1e-6,
                     "patch_size": [1, 2, 2], "video_train_shift": SHIFT, "video_infer_shift": SHIFT,
-                    "action_train_shift": SHIFT, "action_infer_shift": SHIFT, "num_train_timesteps": TIMESTEPS}
+                    "action_train_shift": SHIFT, "action_infer_shift": SHIFT, "num_train_timesteps": TIMESTEPS,
+                    "num_inference_steps": SAMPLING_STEPS, "inference_seed": INFERENCE_SEED}
     data_fields = {"action_dim": size["action_dim"], "state_dim": size["proprio"], "text_dim": size["text"],
                    "action_horizon": size["horizon"], "num_video_frames": size["frames"],
                    "action_video_freq_ratio": size["horizon"] // (size["frames"] - 1)}
@@ -164,4 +182,9 @@ def our_side(size: dict[str, Any], inputs: dict[str, Any], work: Path, device: A
         del step
         return model(batch).loss  # draws: video noise, video u, action noise, action u (lerobot's order)
 
-    return Side(model=model, loss=loss)
+    first = {"latents": inputs["latents"][:, :, :1], **{k: inputs[k] for k in ("context", "context_mask", "proprio")}}
+
+    def predict() -> Any:
+        return model.sample_actions(first)  # model.inference_seed: lerobot's noise, the same for every element
+
+    return Side(model=model, loss=loss, predict=predict)

@@ -163,4 +163,4 @@ def our_side(size: dict[str, Any], inputs: dict[str, Any], work: Path, device: A
         noise = torch.randn(actions.shape, device=actions.device, dtype=actions.dtype)
         return head.sample(head_inputs, noise, model.config.num_inference_steps)
 
-    return Side(model=head, loss=loss, predict=predict)
+    return Side(model=head, loss=loss, compile_target=model, predict=predict)

@@ -109,7 +109,7 @@ def run_side(model_name: str, role: str, *, size: dict[str, Any], work: Path, de
         if compile_model:
             from embodied_core.trainer.compile import compile_blocks
 
-            side.notes.append(str(compile_blocks(side.model)))
+            side.notes.append(str(compile_blocks(side.model if side.compile_target is None else side.compile_target)))
     train = trains_on(case, dev)
     side.model.to(dev)
     side.model.train(side.train_mode)
@@ -201,7 +201,7 @@ def run_predict(model_name: str, role: str, *, size: dict[str, Any], work: Path,
         if compile_model:
             from embodied_core.trainer.compile import compile_blocks
 
-            side.notes.append(str(compile_blocks(side.model)))
+            side.notes.append(str(compile_blocks(side.model if side.compile_target is None else side.compile_target)))
     if side.predict is None:
         raise SystemExit(f"{model_name}: the {role} side has no action sampling to time")
     side.model.to(dev).eval()
