@@ -69,8 +69,6 @@ REFUSED: list[tuple[type, str, str, Any]] = [
     (DreamZeroModelConfig, "model", "precomputed_cache", {"cache_dir": "cache", "features": {"video_latents": {}}}),
     (DreamZeroDataConfig, "data", "use_global_metadata", True),
     (DreamZeroDataConfig, "data", "relative_action_per_horizon", True),
-    (DreamZeroDataConfig, "data", "use_mixture_dataset", True),
-    (DreamZeroDataConfig, "data", "allow_padding_at_end", True),
 ]
 
 

@@ -40,7 +40,8 @@ from embodied_core.config.converter import structure
 from embodied_core.errors import ConfigError, UsageError
 
 __all__ = ["MIXTURE_SECTION", "DataMixture", "MixtureEntry", "StatsMode", "Weighting", "entry_label",
-           "expand_mixture", "load_mixture_file", "read_mixture_file", "structure_mixture", "with_mixture"]
+           "expand_mixture", "load_mixture_file", "one_entry_mixture", "read_mixture_file", "structure_mixture",
+           "with_mixture"]
 
 MIXTURE_SECTION = "data_mixture"
 """Top-level key of the mixture section in a config YAML (and optionally in a ``--dataset-mixture`` file)."""
@@ -233,6 +234,15 @@ def with_mixture(config: Any) -> Any:
                            f"({mixture.source or MIXTURE_SECTION + ':'}) exclude each other; add the dataset as an "
                            "entry of the mixture, or drop the mixture"])
     return attrs.evolve(config, data_mixture=expand_mixture(mixture, data_root_dir=args.data_root_dir))
+
+
+def one_entry_mixture(config: Any) -> Any:
+    """``config`` with its ``--dataset-path`` as a mixture of one entry (weight 1, the run's own data flags): how a
+    model that draws its own mixture (``mixture_draw()``, DreamZero's ``data.use_mixture_dataset``) reads one
+    dataset, as LoongForge wraps it."""
+    path = config.training.dataset_path
+    mixture = DataMixture(entries=[MixtureEntry(path=str(path))])
+    return attrs.evolve(config, training=attrs.evolve(config.training, dataset_path=None), data_mixture=mixture)
 
 
 def expand_mixture(mixture: DataMixture, *, data_root_dir: str | None = None) -> DataMixture:

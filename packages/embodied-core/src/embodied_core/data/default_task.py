@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["DefaultTaskDataset", "with_default_task"]
@@ -24,7 +25,15 @@ class DefaultTaskDataset:
         return len(self.dataset)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        sample = self.dataset[index]
+        return self.item(index)
+
+    def item(self, index: int, *, info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Sample ``index``; ``info`` goes to the dataset's own ``item`` (merged before its transform) when it has one,
+        else into the sample (see ``embodied_core.data.mixture.drawn``)."""
+        if info and callable(getattr(self.dataset, "item", None)):
+            sample = self.dataset.item(index, info=info)
+        else:
+            sample = {**self.dataset[index], **(info or {})}
         task = sample.get("task")
         if task is None or (isinstance(task, str) and not task.strip()):
             sample = {**sample, "task": self.task_name}

@@ -95,8 +95,8 @@ def embodiments_record(config: RunConfig, spec: ModelSpec, mixture: Any) -> dict
     """The ``embodiments`` entry of ``policy.json`` for a run on a dataset mixture: the default tag and, per tag,
     its data section, inference interface, statistics file and the entries (datasets) it was trained on."""
     tags: dict[str, Any] = {}
+    entries = mixture.mixture.entries
     for number, (tag, record) in enumerate(mixture.embodiments.items()):
-        entries = config.data_mixture.entries
         tags[tag] = {
             "data_config": unstructure(record.data_config),
             "interface": interface_record(attrs.evolve(config, data=record.data_config), spec, record.features,
@@ -106,7 +106,7 @@ def embodiments_record(config: RunConfig, spec: ModelSpec, mixture: Any) -> dict
             "entries": [{"path": entries[i].path, "name": entries[i].name, "weight": entries[i].weight}
                         for i in record.entries],
         }
-    return {"default": mixture.default_embodiment, "stats": config.data_mixture.stats, "tags": tags}
+    return {"default": mixture.default_embodiment, "stats": mixture.mixture.stats, "tags": tags}
 
 
 class PolicyWriter:

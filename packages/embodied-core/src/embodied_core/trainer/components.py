@@ -118,6 +118,12 @@ def build_data(config: RunConfig, spec: ModelSpec, strategy: DistributedStrategy
     loader."""
     args = config.training
     mixture = None
+    from embodied_core.data.mixture.drawn import mixture_draw_path
+
+    if config.data_mixture is None and mixture_draw_path(config.data) is not None:
+        from embodied_core.config.mixture import one_entry_mixture
+
+        config = one_entry_mixture(config)  # the model draws its samples as from a mixture (drawn.py)
     if config.data_mixture is not None:
         from embodied_core.data.mixture import build_mixture
 

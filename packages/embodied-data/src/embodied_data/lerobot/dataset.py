@@ -194,6 +194,11 @@ class LeRobotDataset(Dataset):
         return mapped_features(self.feature_maps, features)
 
     def __getitem__(self, position: int) -> Sample:
+        return self.item(position)
+
+    def item(self, position: int, *, info: Mapping[str, Any] | None = None) -> Sample:
+        """Sample ``position``; ``info``: plain values merged into it before the strategy's transform runs (a
+        mixture's draw index, which DreamZero's per-sample seeding reads: ``embodied_core.data.mixture.drawn``)."""
         if not 0 <= position < len(self):
             raise IndexError(f"position {position} out of range for {len(self)} samples")
         query = SampleQuery(row=int(position)) if self.index is None else self.index.query(int(position))
@@ -221,6 +226,8 @@ class LeRobotDataset(Dataset):
                 sample[f"{cam}_is_pad"] = torch.from_numpy(pad)
         sample["task"] = self.meta.tasks[int(columns["task_index"][row])]
         sample.update(query.info)
+        if info:
+            sample.update(info)
         return self.transform(sample) if self.transform is not None else sample
 
     def _rows(self, key: str, query: SampleQuery, *, start: int, end: int

@@ -37,11 +37,13 @@ from embodied_core.config.run_config import RunConfig
 from embodied_core.data.dataset import build_training_dataset, resolve_features, resolve_stats
 from embodied_core.data.default_task import with_default_task
 from embodied_core.data.mixture.dataset import MixtureDataset, MixtureTransform
+from embodied_core.data.mixture.drawn import DrawnMixtureDataset, DrawnOrder, mixture_draw_path
 from embodied_core.data.mixture.schedule import MixtureSchedule
 from embodied_core.data.mixture.stats import merge_stats
 from embodied_core.errors import ConfigError, DataError, EmbodiedError, UsageError
 from embodied_core.model_api import Transforms
 from embodied_core.protocols import DatasetFeature
+from embodied_core.registry._paths import import_object
 
 __all__ = ["EmbodimentRecord", "MixtureData", "build_mixture", "embodiment_tags"]
 
@@ -78,14 +80,17 @@ class MixtureData:
             embodiment's action postprocessing).
         embodiments: the embodiments by tag, in entry order; ``default_embodiment`` is entry 0's.
         labels: how messages name each entry.
+        mixture: the section the mixture was built from (one entry for ``--dataset-path`` with a model that draws
+            its own mixture).
     """
 
-    dataset: MixtureDataset
-    order: MixtureSchedule
+    dataset: MixtureDataset | DrawnMixtureDataset
+    order: MixtureSchedule | DrawnOrder
     transforms: Transforms
     embodiments: dict[str, EmbodimentRecord]
     default_embodiment: str
     labels: list[str]
+    mixture: DataMixture
 
     @property
     def default(self) -> EmbodimentRecord:
@@ -268,15 +273,43 @@ def _build(config: RunConfig, spec: Any, *, world_size: int) -> MixtureData:
                                          stats=stats_of[tag], features=features[members[0]],
                                          fps=getattr(datasets[members[0]], "fps", None))
                    for tag, members in by_tag.items()}
-    dataset = MixtureDataset(samples, features=features[0], tag_entries=distinct, fps=_common_fps(datasets))
-    order = MixtureSchedule(sizes=sizes, episode_ranges=[_ranges(d) for d in datasets],
-                            weights=[e.weight for e in mixture.entries], weighting=mixture.weighting,
-                            seed=args.seed if mixture.seed is None else mixture.seed,
-                            samples_per_epoch=mixture.samples_per_epoch,
-                            global_batch=args.per_device_batch_size * world_size, shuffle=args.sampler_shuffle,
-                            streaming=args.streaming)
+    draw_path = mixture_draw_path(config.data)
+    dataset: MixtureDataset | DrawnMixtureDataset
+    order: MixtureSchedule | DrawnOrder
+    if draw_path is not None:  # the model draws each sample itself (drawn.py)
+        _check_drawn(config)
+        draw = import_object(draw_path)(datasets, [e.weight for e in mixture.entries], seed=args.seed,
+                                        data_config=config.data)
+        dataset = DrawnMixtureDataset(samples, draw, features=features[0], tag_entries=distinct,
+                                      fps=_common_fps(datasets))
+        order = DrawnOrder(draw, seed=args.seed if mixture.seed is None else mixture.seed,
+                           shuffle=args.sampler_shuffle)
+    else:
+        dataset = MixtureDataset(samples, features=features[0], tag_entries=distinct, fps=_common_fps(datasets))
+        order = MixtureSchedule(sizes=sizes, episode_ranges=[_ranges(d) for d in datasets],
+                                weights=[e.weight for e in mixture.entries], weighting=mixture.weighting,
+                                seed=args.seed if mixture.seed is None else mixture.seed,
+                                samples_per_epoch=mixture.samples_per_epoch,
+                                global_batch=args.per_device_batch_size * world_size, shuffle=args.sampler_shuffle,
+                                streaming=args.streaming)
     return MixtureData(dataset=dataset, order=order, transforms=transforms, embodiments=embodiments,
-                       default_embodiment=default, labels=labels)
+                       default_embodiment=default, labels=labels, mixture=mixture)
+
+
+def _check_drawn(config: RunConfig) -> None:
+    """Settings of the weighted schedule that a model-drawn mixture does not read are errors, not ignored."""
+    mixture, args = config.data_mixture, config.training
+    assert mixture is not None
+    problems = []
+    if args.streaming:
+        problems.append("--streaming reads episodes block by block, but this model's data section draws each "
+                        "sample at random (e.g. DreamZero's data.use_mixture_dataset); drop one of the two")
+    if mixture.samples_per_epoch is not None or mixture.weighting != "dataset":
+        problems.append("data_mixture.weighting / samples_per_epoch belong to the weighted schedule; this model's "
+                        "data section draws the samples with its own rules (DreamZero: data.balance_dataset_weights, "
+                        "data.balance_trajectory_weights): remove them")
+    if problems:
+        raise ConfigError(problems)
 
 
 def _ranges(dataset: Any) -> list[tuple[int, int]]:

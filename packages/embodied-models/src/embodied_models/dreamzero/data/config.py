@@ -98,7 +98,8 @@ class DreamZeroDataConfig(BaseDataConfig):
     """Colour jitter (brightness 0.3, contrast 0.4, saturation 0.5, hue 0.08) after the resize, training only."""
     use_sample_transform_seed: bool = False
     """Draw each sample's augmentation from ``sample_transform_seed + flat index`` (independent of workers, order
-    and epoch; the reference's switch for bitwise-reproducible caches); off: the loader's per-sample seed."""
+    and epoch; the reference's switch for bitwise-reproducible caches), ``+ mixture index`` with
+    ``use_mixture_dataset`` (as LoongForge's mixture); off: the loader's per-sample seed."""
     sample_transform_seed: int = attrs.field(default=0, validator=non_negative)
     """Base seed of ``use_sample_transform_seed``."""
     max_text_length: int = attrs.field(default=512, validator=positive)
@@ -158,13 +159,28 @@ class DreamZeroDataConfig(BaseDataConfig):
         False, "relative actions are normalized with one statistic per dimension; per-horizon-step relative "
                "statistics are not implemented"))
     """LoongForge's per-horizon-step relative statistics; only false."""
-    use_mixture_dataset: bool = attrs.field(default=False, validator=supported_only(
-        False, "samples are the flat (episode, step) index of one dataset; LoongForge's weighted mixture draws are "
-               "not implemented"))
-    """LoongForge's mixture dataset (random (trajectory, step) draws); only false."""
-    allow_padding_at_end: bool = attrs.field(default=False, validator=supported_only(
-        False, "every sample's anchor is a real step of its episode; windows past the end are not sampled"))
-    """LoongForge's sampling of anchors past the episode end; only false."""
+
+    # ---------------------------------------------------------------- LoongForge's training mixture (data/mixture.py)
+    use_mixture_dataset: bool = False
+    """Draw every sample as LoongForge's mixture does: index i of epoch e is a random (dataset, trajectory, step)
+    from sha256((e, i, seed)), epochs of int(sum(n_d p_d)) indices (the --dataset-path alone, or every entry of a
+    data_mixture with its weight); off: every (episode, step) once per epoch (or the weighted mixture schedule)."""
+    mixture_sampling_seed: int | None = None
+    """Seed of the mixture draws; unset: --seed."""
+    balance_dataset_weights: bool = True
+    """Mixture: multiply each dataset's weight by its number of samples."""
+    balance_trajectory_weights: bool = True
+    """Mixture: draw trajectories in proportion to their length (off: every trajectory equally often)."""
+    allow_padding_at_end: bool = False
+    """Mixture: draw any step of a trajectory, also those whose window runs past its end (padded); off: only steps
+    whose window (the largest frame offset a sample reads) fits, and only trajectories that long."""
+    mixture_inclusive_step_bound: bool = False
+    """Reference behaviour: LoongForge keeps steps s <= L - m (inclusive), so windows still run one frame past the
+    end with allow_padding_at_end=false; off (default) keeps s < L - m. True reproduces LoongForge's draws."""
+
+    def mixture_draw(self) -> str | None:
+        """The draw factory of ``use_mixture_dataset`` (embodied_core.data.mixture.drawn), else None."""
+        return "embodied_models.dreamzero.data.mixture:build_mixture_draw" if self.use_mixture_dataset else None
 
     def validate(self) -> list[str]:
         """Cross-field rules (in addition to the base class')."""
@@ -176,6 +192,16 @@ class DreamZeroDataConfig(BaseDataConfig):
         if self.keep_empty_language_chunks and self.require_full_language_chunks:
             problems.append("data.keep_empty_language_chunks and data.require_full_language_chunks exclude each "
                             "other")
+        if self.use_mixture_dataset and self.language_chunk_sampling:
+            problems.append("data.use_mixture_dataset draws (trajectory, step) pairs of window samples; "
+                            "data.language_chunk_sampling=true samples language-chunk anchors: drop one of the two")
+        mixture_only = [name for name, default in (("mixture_sampling_seed", None), ("balance_dataset_weights", True),
+                                                   ("balance_trajectory_weights", True),
+                                                   ("allow_padding_at_end", False),
+                                                   ("mixture_inclusive_step_bound", False))
+                        if getattr(self, name) != default]
+        if mixture_only and not self.use_mixture_dataset:
+            problems.append(f"data.{', data.'.join(mixture_only)} act only with data.use_mixture_dataset=true")
         if self.language_chunk_sampling and self.embodiment_tag != "oxe_droid":
             problems.append(f"data.language_chunk_sampling=true is the oxe_droid sampling; data.embodiment_tag is "
                             f"{self.embodiment_tag!r}")

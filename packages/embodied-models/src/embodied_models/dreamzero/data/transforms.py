@@ -16,8 +16,9 @@ fields, torch tensors)::
 Normalization: ``2 (x - q01) / (q99 - q01) - 1`` clamped to [-1, 1]; dimensions with q01 == q99 keep their raw
 value (then clamped), as DreamZero. Relative actions: each chunk's actions minus the state of the chunk's anchor
 (before normalization). Randomness (crop, jitter, DROID's choice among its three instructions): with
-``use_sample_transform_seed`` from ``sample_transform_seed + flat_index`` (private generators: the global RNGs are
-not touched); otherwise from the global RNGs, which the loader seeds per sample.
+``use_sample_transform_seed`` from ``sample_transform_seed + flat_index`` (``+ mixture_index`` for a sample of
+LoongForge's mixture, ``data/mixture.py``; private generators: the global RNGs are not touched); otherwise from the
+global RNGs, which the loader seeds per sample.
 """
 
 from __future__ import annotations
@@ -141,7 +142,8 @@ class DreamZeroSampleTransform:
     def __call__(self, sample: Sample) -> Sample:
         flat_index = int(sample.get("flat_index", sample.get("index", 0)))
         if self.use_sample_transform_seed:
-            seed = self.sample_transform_seed + flat_index
+            # a mixture draw (data.use_mixture_dataset) seeds with its own index, as LoongForge's mixture does
+            seed = self.sample_transform_seed + int(sample.get("mixture_index", flat_index))
             generator: torch.Generator | None = torch.Generator().manual_seed(seed)
             chooser: Any = random.Random(seed)
         else:
