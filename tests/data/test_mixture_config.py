@@ -100,3 +100,17 @@ def test_entries_the_model_cannot_batch_together_fail_before_the_model_is_built(
     assert f"data_mixture.entries[1] ({G1}): its samples cannot be batched with data_mixture.entries[0]" in err
     assert "'images': (1, 3, 32, 32) uint8 here, (2, 3, 32, 32) uint8 in data_mixture.entries[0]" in err
     assert "trainable" not in caplog.text  # the model's parameter summary was never logged: it was not built
+
+
+def test_a_models_own_embodiment_tags_select_its_embodiment(tmp_path: Path) -> None:
+    from embodied_core.config.mixture_resolve import entry_data_config
+    from embodied_core.config.resolve import load_config
+
+    file = tmp_path / "mix.yaml"
+    file.write_text(yaml.safe_dump({"entries": [
+        {"path": str(V30), "embodiment": "unitree_g1_sonic"}, {"path": str(V30), "embodiment": "lingzu"},
+        {"path": str(V30), "embodiment": "libero_sim", "data": {"embodiment_tag": "unitree_g1_sonic"}}]}))
+    config = load_config("groot_n1_7_tiny", training={"dataset_mixture": str(file)})
+    tags = [entry_data_config(config, i).embodiment_tag for i in range(3)]
+    # a GR00T tag selects its slot; another tag only names the statistics; an explicit data: override wins
+    assert tags == ["unitree_g1_sonic", "new_embodiment", "unitree_g1_sonic"]

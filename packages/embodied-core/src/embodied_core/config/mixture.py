@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import glob
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -205,12 +206,12 @@ def _expanded(index: int, entry: MixtureEntry, base: Path) -> tuple[list[Mixture
         if not path.exists():
             return [], (f"{entry_label(index, entry)}: path {path} does not exist (relative paths are resolved "
                         f"against {base})")
-        return [attrs.evolve(entry, path=str(path.absolute()))], None
+        return [attrs.evolve(entry, path=os.path.abspath(path))], None  # abspath: also folds ../ segments
     matches = sorted(glob.glob(str(path)))
     if not matches:
         return [], f"{entry_label(index, entry)}: the glob {path} matches nothing"
     stem = entry.name
-    return [attrs.evolve(entry, path=str(Path(m).absolute()),
+    return [attrs.evolve(entry, path=os.path.abspath(m),
                          name=f"{stem}[{Path(m).name}]" if stem is not None else None) for m in matches], None
 
 

@@ -3,10 +3,11 @@
 - An entry's flags are the run's ``TrainingArgs`` with the entry's own values (path, split / episodes, format,
   strategy, robot type, version, video backend) in place (:func:`entry_args`).
 - An entry's data section is the run's ``data:`` section with the entry's ``data:`` overrides, structured strictly
-  (:func:`entry_data_config`). :func:`resolve_mixture_fields` fills, per entry, the inferable fields
-  (``camera_keys``, ``state_dim``, ``action_dim``, ``*_names``) its dataset format reads from the metadata and
-  writes them into the entry's ``data:`` overrides, so each entry's transform sees its own widths and cameras,
-  and the ``config.yaml`` a run writes records them.
+  (:func:`entry_data_config`), and what the model maps its ``embodiment`` tag to (:func:`embodiment_fields`).
+  :func:`resolve_mixture_fields` fills, per entry, the inferable fields (``camera_keys``, ``state_dim``,
+  ``action_dim``, ``*_names``) its dataset format reads from the metadata and writes them into the entry's
+  ``data:`` overrides, so each entry's transform sees its own widths and cameras, and the ``config.yaml`` a run
+  writes records them.
 - The model-level data section (the model is built from it) takes the widest state and action of the entries
   (every entry's transform pads to the model's max dims, with masks where the model has them) and the first
   entry's cameras and names for the fields the user left unset.
@@ -33,7 +34,8 @@ from embodied_core.errors import ConfigError, EmbodiedError
 from embodied_core.registry import groups
 from embodied_core.registry.specs import DatasetFormatSpec
 
-__all__ = ["entry_args", "entry_data_config", "entry_run_config", "entry_run_configs", "resolve_mixture_fields"]
+__all__ = ["embodiment_fields", "entry_args", "entry_data_config", "entry_run_config", "entry_run_configs",
+           "resolve_mixture_fields"]
 
 logger = logging.getLogger("embodied.config")
 
@@ -87,10 +89,25 @@ def _format_spec(name: str) -> DatasetFormatSpec | None:
     return spec if isinstance(spec, DatasetFormatSpec) else None
 
 
+def embodiment_fields(data: BaseDataConfig, tag: str | None) -> dict[str, Any]:
+    """The data fields a model maps an entry's ``embodiment`` tag to (its data section's ``embodiment_fields(tag)``:
+    GR00T's and DreamZero's ``embodiment_tag`` for a tag they know), else nothing: the tag is then a label of the
+    entry's statistics and inference interface only (pi0.5, SmolVLA; X-VLA takes ``data: {domain_id: N}``)."""
+    hook = getattr(data, "embodiment_fields", None)
+    return dict(hook(tag)) if tag is not None and callable(hook) else {}
+
+
 def _filled_entry(config: RunConfig, index: int, problems: list[str]) -> MixtureEntry:
-    """Entry ``index`` with the inferable data fields its dataset tells written into its ``data:`` overrides."""
+    """Entry ``index`` with the fields its embodiment tag maps to and the inferable data fields its dataset tells
+    written into its ``data:`` overrides (explicit overrides win)."""
     assert config.data_mixture is not None
     entry = config.data_mixture.entries[index]
+    mapped = {k: v for k, v in embodiment_fields(config.data, entry.embodiment).items() if k not in entry.data}
+    if mapped:
+        entry = attrs.evolve(entry, data={**entry.data, **mapped})
+        mixture = config.data_mixture
+        config = attrs.evolve(config, data_mixture=attrs.evolve(
+            mixture, entries=[entry if i == index else e for i, e in enumerate(mixture.entries)]))
     entry_config = entry_run_config(config, index)
     spec = _format_spec(entry_config.training.dataset_format)
     if spec is None or spec.infer is None:

@@ -5,7 +5,8 @@ embodied data inspect PATH [--deep] [--json] version, episodes, features, codecs
 embodied data synth OUTPUT [--episodes N ...] a small LeRobot v3.0 dataset of a visual reaching task
 embodied data stats PATH [--episodes ...]    per-feature stats and where they come from
 embodied data preview PATH --image-augmentation PRESET|FILE.yaml [--samples 8 --out grid.png]  original vs augmented
-embodied data mixture FILE.yaml [--model-name NAME]  a dataset mixture's entries, measured shares, stats, problems
+embodied data mixture FILE.yaml [--model-name NAME model.x=1 ...]  a dataset mixture's entries, measured shares,
+                                             stats, problems
 embodied data collect --env ENV --out DIR ...  an env's scripted expert as a dataset (embodied-eval's data-collect)
 ```
 """
@@ -81,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     mixture.add_argument("file", help="the mixture YAML (what --dataset-mixture reads)")
     mixture.add_argument("--model-name", default=None,
                          help="also map every entry into this model's input as embodied train would (its data checks, "
-                              "its transform on one sample per entry, all entries collated together)")
+                              "its transform on one sample per entry, all entries collated together); model.x=1 / "
+                              "data.y=2 items override its sections")
     mixture.add_argument("--config-file", default=None,
                          help="the run's YAML (model: / data: sections) for --model-name")
     for flag, help_text in (("--dataset-format", "reader of the entries that set none (default lerobot_datasets)"),
@@ -159,14 +161,16 @@ def _run_preview(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_mixture(args: argparse.Namespace) -> int:
+def _run_mixture(args: argparse.Namespace, overrides: Sequence[str] = ()) -> int:
     from embodied_data.mixture import mixture_report, render_mixture_report, report_json
 
     flags = {"dataset_format": args.dataset_format, "video_backend": args.video_backend,
              "dataset_strategy": args.dataset_strategy, "data_root_dir": args.data_root_dir, "seed": args.seed,
              "per_device_batch_size": args.per_device_batch_size, "streaming": args.streaming or None}
+    if overrides and args.model_name is None:
+        raise UsageError(f"{' '.join(overrides)}: overrides of the model's sections need --model-name")
     report = mixture_report(args.file, model=args.model_name, config_file=args.config_file, flags=flags,
-                            epoch=args.epoch)
+                            epoch=args.epoch, overrides=overrides)
     print(json.dumps(report_json(report), indent=2) if args.json else render_mixture_report(report))
     return 0 if report.ok else 1
 
@@ -180,6 +184,11 @@ def main(argv: Sequence[str]) -> int:
     # (e.g. ``data-precompute-latents`` of embodied-models' lingbot_va), so embodied-data never imports them.
     if argv and not argv[0].startswith("-") and f"data-{argv[0]}" in registry.names(COMMANDS):
         return registry.load_factory(COMMANDS, f"data-{argv[0]}")(list(argv[1:]))
+    if argv and argv[0] == "mixture":  # model.x=1 / data.y=2 items anywhere after it, as embodied train takes them
+        from embodied_core.config.layers import is_dotlist_item
+
+        overrides = [token for token in argv[1:] if is_dotlist_item(token)]
+        return _run_mixture(_parser().parse_args([t for t in argv if not is_dotlist_item(t)]), overrides)
     args = _parser().parse_args(list(argv))
     runners = {"inspect": _run_inspect, "synth": _run_synth, "stats": _run_stats, "preview": _run_preview,
                "mixture": _run_mixture}

@@ -117,8 +117,8 @@ def _data_only(source: Path, flags: Mapping[str, Any]) -> tuple[DataMixture, Tra
     return mixture, args, datasets, problems
 
 
-def _with_model(source: Path, model: str, config_file: str | None, flags: Mapping[str, Any]
-                ) -> tuple[Any, Any, list[str]]:
+def _with_model(source: Path, model: str, config_file: str | None, flags: Mapping[str, Any],
+                overrides: Sequence[str]) -> tuple[Any, Any, list[str]]:
     """With a model: the run's resolved config, its built mixture (None when a problem stops it), problems (the run's
     validation, the entries' metadata, then mapping each entry into the model's input)."""
     from embodied_core.config.mixture_check import mixture_preflight
@@ -126,7 +126,8 @@ def _with_model(source: Path, model: str, config_file: str | None, flags: Mappin
     from embodied_core.data.mixture import build_mixture
     from embodied_core.validation import run_config_problems
 
-    config = load_config(model, config_file=config_file, training={"dataset_mixture": str(source), **flags})
+    config = load_config(model, config_file=config_file, overrides=overrides,
+                         training={"dataset_mixture": str(source), **flags})
     problems, _ = run_config_problems(config, world_size=1)
     if not problems:
         problems = mixture_preflight(config)
@@ -188,13 +189,15 @@ def _measure(rows: list[dict[str, Any]], order: Any, epoch: int) -> None:
 
 
 def mixture_report(path: str | Path, *, model: str | None = None, config_file: str | None = None,
-                   flags: Mapping[str, Any] | None = None, epoch: int = 0) -> MixtureReport:
+                   flags: Mapping[str, Any] | None = None, epoch: int = 0,
+                   overrides: Sequence[str] = ()) -> MixtureReport:
     """Resolves, builds and measures the mixture in ``path`` (see the module docstring).
 
     Args:
         path: the mixture file (the ``data_mixture:`` section's content, or a document with that one key).
         model: a model plugin to map the entries into (its data section from its default YAML or ``config_file``).
         flags: training flags the entries inherit (``dataset_format``, ``video_backend``, ``seed``, ...).
+        overrides: dotlist items of the model's sections (``model.max_state_dim=64``), with ``model``.
         epoch: the epoch whose draws are measured.
 
     Raises:
@@ -207,7 +210,7 @@ def mixture_report(path: str | Path, *, model: str | None = None, config_file: s
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     built = None
     if model is not None:
-        config, built, problems = _with_model(source, model, config_file, flags)
+        config, built, problems = _with_model(source, model, config_file, flags, overrides)
         mixture, args = config.data_mixture, config.training
         datasets = ([d.dataset for d in built.dataset.datasets] if built is not None
                     else _entry_datasets(config))

@@ -212,6 +212,11 @@ class GrootDataConfig(LocalTokenizerPath, BaseDataConfig):
     """Local Qwen3-VL processor folder (tokenizer, chat template, preprocessor_config.json); falls back to
     --tokenizer-path (env TOKENIZER_PATH)."""
 
+    def embodiment_fields(self, tag: str) -> dict[str, str]:
+        """A dataset-mixture entry's ``embodiment`` tag as this section's ``embodiment_tag`` when it is a GR00T tag
+        (its projector slot); another tag only labels the entry's statistics (embodied_core.config.mixture)."""
+        return {"embodiment_tag": tag} if tag in EMBODIMENT_SLOTS else {}
+
     @property
     def resize_edge(self) -> int:
         """The shorter side frames are resized to before the crop."""

@@ -178,6 +178,11 @@ class DreamZeroDataConfig(BaseDataConfig):
     """Reference behaviour: LoongForge keeps steps s <= L - m (inclusive), so windows still run one frame past the
     end with allow_padding_at_end=false; off (default) keeps s < L - m. True reproduces LoongForge's draws."""
 
+    def embodiment_fields(self, tag: str) -> dict[str, str]:
+        """A dataset-mixture entry's ``embodiment`` tag as ``embodiment_tag`` when it is a DreamZero embodiment
+        (oxe_droid, libero_sim, agibot, yam); another tag only labels the entry's statistics."""
+        return {"embodiment_tag": tag} if tag in EMBODIMENT_TAGS else {}
+
     def mixture_draw(self) -> str | None:
         """The draw factory of ``use_mixture_dataset`` (embodied_core.data.mixture.drawn), else None."""
         return "embodied_models.dreamzero.data.mixture:build_mixture_draw" if self.use_mixture_dataset else None
