@@ -105,6 +105,16 @@ def test_a_mixture_of_one_entry_reads_the_single_dataset_order(streaming: bool) 
         assert schedule(epoch) == single.epoch_indices(epoch)
 
 
+def test_streaming_reads_each_entry_a_few_episodes_at_a_time() -> None:
+    for streaming, most in ((True, 4), (False, 15)):
+        schedule = _schedule(streaming=streaming, samples_per_epoch=1500)  # entry 1: 450 draws of its 15 episodes
+        order = np.asarray(schedule(0))
+        second = order[schedule.entry_of(order) == 1] % schedule.total - schedule.offsets[1]
+        episodes = {int(i) // 10 for i in second[:40]}  # the first 40 draws: one window of 4 episodes when streaming
+        assert len(episodes) == 4 if streaming else len(episodes) >= 10, (streaming, episodes)
+        assert len(episodes) <= most
+
+
 def test_ranks_get_disjoint_whole_batches_that_add_up_to_the_one_process_epoch() -> None:
     one = _schedule(samples_per_epoch=1003, global_batch=8)  # 2 ranks x batch 4: rounded down to 1000
     assert len(one) == 1000
@@ -141,13 +151,14 @@ def _augment(sample: dict[str, Any]) -> dict[str, Any]:
     return {**sample, "noise": torch.rand(2)}
 
 
-def _loader(num_workers: int) -> ResumableLoader:
+def _loader(num_workers: int, streaming: bool = False) -> ResumableLoader:
     sizes = [13, 29, 6]
     dataset = MixtureDataset([_Entry(e, n) for e, n in enumerate(sizes)], features={}, tag_entries=False, fps=None)
-    schedule = MixtureSchedule(sizes=sizes, episode_ranges=[[(0, n)] for n in sizes], weights=[1.0, 1.0, 2.0],
-                               weighting="dataset", seed=3, samples_per_epoch=40, global_batch=4)
+    ranges = [[(i, min(i + 4, n)) for i in range(0, n, 4)] for n in sizes]  # episodes of 4 samples
+    schedule = MixtureSchedule(sizes=sizes, episode_ranges=ranges, weights=[1.0, 1.0, 2.0], weighting="dataset",
+                               seed=3, samples_per_epoch=40, global_batch=4, streaming=streaming)
     return ResumableLoader(dataset, batch_size=4, share_fn=cyclic_sampler(0, 1), seed=3, sample_transform=_augment,
-                           collate_fn=collate_samples, num_workers=num_workers, order=schedule)
+                           collate_fn=collate_samples, num_workers=num_workers, order=schedule, streaming=streaming)
 
 
 def _take(loader: ResumableLoader, n: int) -> list[dict[str, torch.Tensor]]:
@@ -158,13 +169,14 @@ def _take(loader: ResumableLoader, n: int) -> list[dict[str, torch.Tensor]]:
 
 
 @pytest.mark.timeout(120)
-def test_mid_epoch_resume_with_two_workers_reproduces_the_uninterrupted_batches() -> None:
-    straight = _take(_loader(2), 16)  # 10 batches per epoch: the split lands mid-epoch 1
-    first = _loader(2)
+@pytest.mark.parametrize("streaming", [False, True], ids=["map", "streaming"])
+def test_mid_epoch_resume_with_two_workers_reproduces_the_uninterrupted_batches(streaming: bool) -> None:
+    straight = _take(_loader(2, streaming), 16)  # 10 batches per epoch: the split lands mid-epoch 1
+    first = _loader(2, streaming)
     head = _take(first, 13)
     state = first.state_dict()
     assert (state["epoch"], state["position"]) == (1, 12) and state["order"] == first.order.signature
-    resumed = _loader(2)
+    resumed = _loader(2, streaming)
     resumed.load_state_dict(state)
     tail = _take(resumed, 3)
     for a, b in zip(straight, head + tail, strict=True):

@@ -60,6 +60,10 @@ def test_a_resumed_mixture_run_repeats_the_uninterrupted_step_exactly(runs: dict
     entries = config["data_mixture"]["entries"]  # config.yaml records each entry's own widths and cameras
     assert [e["data"]["state_dim"] for e in entries] == [7, 26]
     assert config["data"]["state_dim"] == 26 and config["training"]["dataset_mixture"] is None
+    # config.yaml reproduces the run: the same mixture, entries and data sections
+    again = load_config(config_file=str(runs["straight"] / "config.yaml"))
+    replayed = json.loads(json.dumps(again.to_dict()))  # tuples as YAML lists
+    assert replayed["data_mixture"] == config["data_mixture"] and replayed["data"] == config["data"]
 
 
 def _own_stats(path: Path, **training: Any) -> dict[str, dict[str, np.ndarray]]:

@@ -126,15 +126,17 @@ def entry_label(index: int, entry: MixtureEntry) -> str:
 
 def read_mixture_file(path: str | Path) -> dict[str, Any]:
     """The raw section in a ``--dataset-mixture`` file (its content, or the value of its ``data_mixture:`` key)."""
-    import yaml
+    from embodied_core.documents import load_yaml_text, read_text_bounded
 
     file = Path(path).expanduser()
     if not file.is_file():
         raise UsageError(f"--dataset-mixture {path}: no such file")
     try:
-        doc = yaml.safe_load(file.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"not valid YAML: {exc}"], source=str(file)) from None
+        text = read_text_bounded(file, error=ConfigError)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"cannot read it ({type(exc).__name__}: {exc})"], source=str(file)) from None
+    # size, depth and alias expansion bounded, as every config YAML: a mixture file may come from someone else
+    doc = load_yaml_text(text, source=str(file), error=ConfigError)
     if isinstance(doc, Mapping) and set(doc) == {MIXTURE_SECTION}:
         doc = doc[MIXTURE_SECTION]
     if not isinstance(doc, Mapping):
