@@ -147,6 +147,39 @@ def test_a_model_without_blocks_is_a_usage_error() -> None:
         compile_blocks(NoBlocks())
 
 
+def test_marked_blocks_compile_with_static_shapes() -> None:
+    """Blocks a model marks (a vision pyramid's stages, each at its own fixed shape) get ``dynamic=False``; the
+    others keep automatic dynamic shapes (X-VLA's DaViT blocks: tests/models/test_xvla_model.py)."""
+    from embodied_core.model_base import EmbodiedModel
+    from embodied_core.trainer.compile import mark_static_shapes
+
+    class Pyramid(EmbodiedModel):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stages = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(8, 8)])
+            self.layers = torch.nn.ModuleList([torch.nn.Bilinear(3, 3, 3)])
+            mark_static_shapes(*self.stages)
+
+        def fsdp_units(self) -> tuple[type[torch.nn.Module], ...]:
+            return (torch.nn.Linear, torch.nn.Bilinear)
+
+    calls: list[object] = []
+    real = torch.compile
+
+    def recording(fn: object, **kwargs: object) -> object:
+        calls.append((fn.__self__, kwargs["dynamic"]))  # type: ignore[attr-defined]
+        return real(fn, **kwargs)
+
+    model = Pyramid()
+    torch.compile, saved = recording, torch.compile  # type: ignore[assignment]
+    try:
+        report = compile_blocks(model)
+    finally:
+        torch.compile = saved
+    assert report.static_blocks == ("stages.0", "stages.1") and "(2 with static shapes)" in str(report)
+    assert calls == [(model.stages[0], False), (model.stages[1], False), (model.layers[0], None)]
+
+
 def test_cli_refuses_compile_mode_without_compile(tmp_path: Path) -> None:
     result = run_embodied("train", "--model-name", "tiny_flow_policy", "--dataset-format", "dummy_datasets",
                           "--output-dir", str(tmp_path), "--compile-mode", "reduce-overhead", timeout=120)

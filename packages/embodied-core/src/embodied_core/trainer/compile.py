@@ -6,6 +6,13 @@ loss, the loop over the blocks) stays eager. Compiling blocks rather than the wh
 to one graph per block class, since every instance of a class runs the same code with the same guards, and
 keeps graph breaks in model glue code from mattering.
 
+dynamo keys its cache on a block class's code, so when instances of one class run at different fixed shapes (the
+stages of a vision pyramid such as Florence-2's DaViT), automatic dynamic shapes turn the second stage's graph
+symbolic over all stages, which inductor cannot always build (torch 2.13 on DaViT: "cannot determine truth value
+of Relational"). A model marks such blocks with :func:`mark_static_shapes`; they are compiled with static shapes,
+one graph per stage. Other blocks keep automatic dynamic shapes, so a new sequence length (prompts padded to the
+longest in the batch) does not recompile every batch.
+
 Only ``forward`` is compiled, not the module call, so everything that works through module hooks stays eager
 around the compiled code and composes with it: activation checkpointing (torch's composable non-reentrant
 checkpoint, whose recomputation calls the compiled forward again), FSDP2 (``fully_shard`` on the same block
@@ -28,10 +35,11 @@ from torch import nn
 from embodied_core.config.training_args import TrainingArgs
 from embodied_core.errors import UsageError
 
-__all__ = ["CompileReport", "compile_blocks", "compile_problems", "compiled_block_names"]
+__all__ = ["CompileReport", "compile_blocks", "compile_problems", "compiled_block_names", "mark_static_shapes"]
 
 _CUDA_GRAPH_MODES = frozenset({"reduce-overhead"})
 _COMPILED_ATTR = "_embodied_compiled_forward"
+_STATIC_ATTR = "_embodied_compile_static_shapes"
 
 
 @attrs.frozen
@@ -41,11 +49,22 @@ class CompileReport:
     mode: str
     blocks: tuple[str, ...]
     classes: tuple[str, ...]
+    static_blocks: tuple[str, ...] = ()
+    """The blocks compiled with static shapes (marked by the model with :func:`mark_static_shapes`)."""
 
     def __str__(self) -> str:
         shown = ", ".join(self.blocks[:4]) + (f" ... ({len(self.blocks)})" if len(self.blocks) > 4 else "")
+        static = f" ({len(self.static_blocks)} with static shapes)" if self.static_blocks else ""
         return (f"--compile (mode {self.mode}): torch.compile on {len(self.blocks)} block(s) of "
-                f"{', '.join(self.classes)}: {shown}")
+                f"{', '.join(self.classes)}{static}: {shown}")
+
+
+def mark_static_shapes(*modules: nn.Module) -> None:
+    """Marks block instances that :func:`compile_blocks` compiles with static shapes (``dynamic=False``): blocks
+    of one class that run at different fixed shapes by design (see the module doc). A model calls it when it is
+    built; the mark is a plain attribute, not part of the state dict."""
+    for module in modules:
+        setattr(module, _STATIC_ATTR, True)
 
 
 def _outermost(named: Sequence[tuple[str, nn.Module]]) -> list[tuple[str, nn.Module]]:
@@ -77,10 +96,13 @@ def compile_blocks(model: nn.Module, *, mode: str = "default") -> CompileReport:
     for _, block in blocks:
         if getattr(block, _COMPILED_ATTR, False):
             continue
-        block.forward = torch.compile(block.forward, mode=None if mode == "default" else mode)
+        static = getattr(block, _STATIC_ATTR, False)
+        block.forward = torch.compile(block.forward, mode=None if mode == "default" else mode,
+                                      dynamic=False if static else None)
         setattr(block, _COMPILED_ATTR, True)
     return CompileReport(mode=mode, blocks=tuple(n for n, _ in blocks),
-                         classes=tuple(sorted({type(m).__name__ for _, m in blocks})))
+                         classes=tuple(sorted({type(m).__name__ for _, m in blocks})),
+                         static_blocks=tuple(n for n, m in blocks if getattr(m, _STATIC_ATTR, False)))
 
 
 def compiled_block_names(model: nn.Module) -> list[str]:

@@ -21,6 +21,7 @@ from transformers.models.florence2.modeling_florence2 import Florence2VisionBloc
 
 from embodied_core.model_api import ModelOutput
 from embodied_core.model_base import EmbodiedModel
+from embodied_core.trainer.compile import mark_static_shapes
 from embodied_models.xvla.action_space import ActionSpace
 from embodied_models.xvla.batch import XvlaPreparedBatch
 from embodied_models.xvla.checkpoint import LoadReport, load_xvla_checkpoint
@@ -80,6 +81,8 @@ class XvlaModel(EmbodiedModel):
                            self.action_space.dim_action, real, real, self.action_space.dim_action - 1)
         self.dim_proprio = config.max_state_dim if config.use_proprio else 0
         self.vlm = FlorenceEncoder(config)
+        # each DaViT stage runs its own fixed shape: --compile gives them static shapes (see mark_static_shapes)
+        mark_static_shapes(*(m for m in self.vlm.modules() if isinstance(m, Florence2VisionBlock)))
         self.transformer = SoftPromptedTransformer(
             width=config.hidden_size, depth=config.depth, num_heads=config.num_heads, mlp_ratio=config.mlp_ratio,
             dropout=config.dropout, vlm_width=config.projection_dim, num_domains=config.num_domains,
