@@ -14,7 +14,8 @@ Each measurement is a fresh process (ours in our venv, lerobot's in the side ven
 (the order reverses every other round, so a drift in the machine's load hits both sides alike): lerobot eager,
 ours eager, ours with ``--compile`` (the trainer's regional ``compile_blocks``) and, with ``--lerobot-compile``
 where lerobot has its own switch (pi05, smolvla), lerobot's ``compile_model``. A ratio is ours / lerobot eager,
-taken per round and reported as the median over rounds with its spread (min-max). Also printed: the loss
+taken per round and reported as the median over rounds with its spread (min-max), by wall clock and by the
+measured process's CPU time (the steadier figure when other jobs share the machine). Also printed: the loss
 difference relative to lerobot's (max over the steps, so the AdamW update is checked too), peak memory (CUDA:
 ``max_memory_allocated``; CPU: peak RSS above the level before the first step) and on CUDA the MFU (FLOPs of one
 step counted by torch's ``FlopCounterMode`` over ``--peak-tflops``). ``--json`` prints one JSON object as the last
@@ -58,7 +59,7 @@ def side_main(opts: argparse.Namespace) -> None:
         size = sized(load_case(name), opts.size, opts.batch_size)
         record = run_side(name, opts.role, size=size, work=Path(opts.work) / name, device=opts.device,
                           dtype=opts.dtype, steps=opts.steps, warmup=opts.warmup, compile_model=opts.side_compile,
-                          count_flops=opts.count_flops, profile=opts.profile)
+                          count_flops=opts.count_flops, profile=opts.profile, save_actions=opts.save_actions)
         print_record({"model": name, **record})
 
 
@@ -102,11 +103,10 @@ def measure_all(opts: argparse.Namespace, case: Any, work: Path) -> dict[Key, li
     return runs
 
 
-def _ratio(runs: dict[Key, list[dict[str, Any]]], key: Key) -> tuple[float, float, float] | None:
-    """Median and spread over rounds of (this run's step time) / (lerobot eager's in the same round)."""
-    if key not in runs:
-        return None
-    ratios = [r["step_s"] / base["step_s"] for r, base in zip(runs[key], runs[("lerobot", False)], strict=True)]
+def _ratio(runs: dict[Key, list[dict[str, Any]]], key: Key, field: str = "step_s") -> tuple[float, float, float]:
+    """Median and spread over rounds of (this run's step time) / (lerobot eager's in the same round); ``field``
+    step_s (wall clock) or step_cpu_s (CPU time)."""
+    ratios = [r[field] / base[field] for r, base in zip(runs[key], runs[("lerobot", False)], strict=True)]
     return statistics.median(ratios), min(ratios), max(ratios)
 
 
@@ -132,14 +132,16 @@ def summarize(runs: dict[Key, list[dict[str, Any]]], case: Any, size: dict[str, 
     for key, values in runs.items():
         role, compiled = key
         label = f"{role} {'compiled' if compiled else 'eager'}"
-        ratio = _ratio(runs, key)
+        ratio, cpu = _ratio(runs, key), _ratio(runs, key, "step_cpu_s")
         diff = _loss_rel_diff(values, reference)
         mfu = flops / step[key] / (opts.peak_tflops * 1e12) if cuda and flops else None
         rows[label] = {"step_ms": step[key] * 1e3, "ratio": ratio[0], "ratio_spread": [ratio[1], ratio[2]],
+                       "cpu_ratio": cpu[0], "cpu_ratio_spread": [cpu[1], cpu[2]],
                        "loss_rel_diff": diff, "peak_mib": peak[key], "mfu": mfu,
                        "first_step_s": statistics.median(r["first_s"] for r in values)}
         print(f"  {label:17s} step {step[key] * 1e3:9.1f} ms | {ratio[0]:.2f}x lerobot eager [{ratio[1]:.2f}-"
-              f"{ratio[2]:.2f}] | loss rel diff {diff:.1e} | peak {'memory' if cuda else 'step RSS'} "
+              f"{ratio[2]:.2f}] | CPU time {cpu[0]:.2f}x [{cpu[1]:.2f}-{cpu[2]:.2f}] | loss rel diff {diff:.1e} | "
+              f"peak {'memory' if cuda else 'step RSS'} "
               f"{peak[key]:.0f} MiB | first step {rows[label]['first_step_s']:.1f} s"
               + (f" | MFU {mfu:.1%}" if mfu is not None else ""))
     for note in sorted({n for v in runs.values() for r in v for n in r["notes"]}):
@@ -152,6 +154,8 @@ def summarize(runs: dict[Key, list[dict[str, Any]]], case: Any, size: dict[str, 
                "peak_mem_ratio": peak[("ours", False)] / base_peak if base_peak > 0 else None,
                "compiled_loss_rel_diff": compiled["loss_rel_diff"] if compiled else None,
                "eager_ratio_spread": rows["ours eager"]["ratio_spread"],
+               "eager_cpu_ratio": rows["ours eager"]["cpu_ratio"],
+               "compiled_cpu_ratio": compiled["cpu_ratio"] if compiled else None,
                "compiled_ratio_spread": compiled["ratio_spread"] if compiled else None,
                "mode": mode, "device": opts.device, "dtype": opts.dtype, "batch": size["batch"],
                "rounds": opts.rounds, "steps": opts.steps, "threads": opts.threads, "load_average": list(load),
@@ -190,6 +194,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--role", choices=["ours", "lerobot"], help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     parser.add_argument("--side-compile", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--save-actions", action="store_true", help=argparse.SUPPRESS)  # side: sample once first
     opts = parser.parse_args(argv)
     if not opts.role and len(opts.model) != 1:
         parser.error("--model takes one model (run the script once per model)")

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchmarks.lerobot_cases import load_case, step_seed
+from benchmarks.lerobot_cases import Side, load_case, step_seed
 
 INPUTS = "inputs.safetensors"
 
@@ -88,12 +88,51 @@ class _RssPeak:
         self.peak = (self._max - self._base) * self._page / 2**20
 
 
+def build_side(case: ModuleType, role: str, *, size: dict[str, Any], work: Path, device: Any,
+               compile_model: bool = False) -> Side:
+    """``role``'s side of ``case`` on ``device`` with the inputs of ``work``; ours compiled with the trainer's
+    ``compile_blocks`` when ``compile_model`` (lerobot's with its own switch, where it has one)."""
+    inputs = {k: v.to(device) for k, v in ensure_inputs(case, size, work).items()}
+    if role == "lerobot":
+        return case.lerobot_side(size, inputs, work, device, compile_model=compile_model)
+    side = case.our_side(size, inputs, work, device)
+    if compile_model:
+        from embodied_core.trainer.compile import compile_blocks
+
+        side.notes.append(str(compile_blocks(side.model if side.compile_target is None else side.compile_target)))
+    return side
+
+
+def sample_actions(side: Side, device: Any, path: Path | None = None) -> Any:
+    """One action chunk from ``side`` in eval mode under ``no_grad``, torch's RNG seeded with ``step_seed(0)``
+    (so every call and both sides sample the same noise); saved to ``path`` when given. The mode is restored."""
+    import torch
+    from safetensors.torch import save_file
+
+    if side.predict is None:
+        raise SystemExit(f"{type(side.model).__name__}: this side has no action sampling")
+    was_training = side.model.training
+    side.model.to(device).eval()
+    torch.manual_seed(step_seed(0))
+    with torch.no_grad():
+        actions = side.predict()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    side.model.train(was_training)
+    if path is not None:
+        save_file({"actions": actions.detach().float().cpu().contiguous()}, str(path))
+    return actions
+
+
 def run_side(model_name: str, role: str, *, size: dict[str, Any], work: Path, device: str = "cpu",
              dtype: str = "float32", steps: int = 3, warmup: int = 1, compile_model: bool = False,
-             count_flops: bool = False, profile: Path | None = None) -> dict[str, Any]:
-    """Builds ``role``'s side ("ours" or "lerobot") of ``model_name`` and steps it ``warmup + steps`` times.
+             count_flops: bool = False, profile: Path | None = None, save_actions: bool = False) -> dict[str, Any]:
+    """Builds ``role``'s side ("ours" or "lerobot") of ``model_name`` and steps it ``warmup + steps`` times;
+    with ``save_actions``, first samples one action chunk (before any update; where the side can sample) into
+    ``work/<role>.actions.safetensors``.
 
-    Returns: role, compile, mode ("train" or "forward"), first_s, step_s (median of the timed steps), losses (all
+    Returns: role, compile, mode ("train" or "forward"), first_s, step_s (median of the timed steps), step_cpu_s
+    (the same in CPU time of this process: what other jobs on a shared host do not inflate), losses (all
     steps), peak_mib, trained_params (elements of the parameters with a nonzero gradient at step 0), flops (one
     step, counted by torch's FlopCounterMode, when ``count_flops``) and notes.
     """
@@ -101,15 +140,9 @@ def run_side(model_name: str, role: str, *, size: dict[str, Any], work: Path, de
 
     case = load_case(model_name)
     dev = torch.device(device)
-    inputs = {k: v.to(dev) for k, v in ensure_inputs(case, size, work).items()}
-    if role == "lerobot":
-        side = case.lerobot_side(size, inputs, work, dev, compile_model=compile_model)
-    else:
-        side = case.our_side(size, inputs, work, dev)
-        if compile_model:
-            from embodied_core.trainer.compile import compile_blocks
-
-            side.notes.append(str(compile_blocks(side.model if side.compile_target is None else side.compile_target)))
+    side = build_side(case, role, size=size, work=work, device=dev, compile_model=compile_model)
+    if save_actions and side.predict is not None:
+        sample_actions(side, dev, work / f"{role}.actions.safetensors")
     train = trains_on(case, dev)
     side.model.to(dev)
     side.model.train(side.train_mode)
@@ -134,17 +167,19 @@ def run_side(model_name: str, role: str, *, size: dict[str, Any], work: Path, de
             torch.cuda.synchronize()
         return float(loss.detach().float())
 
-    times, losses = [], []
+    times, cpu_times, losses = [], [], []
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     with _RssPeak() as rss:
         for index in range(warmup + steps):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             losses.append(step(index))
             times.append(time.perf_counter() - started)
+            cpu_times.append(time.process_time() - cpu_started)
     peak = torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else rss.peak
     record: dict[str, Any] = {"role": role, "compile": compile_model, "mode": "train" if train else "forward",
-                              "first_s": times[0], "step_s": statistics.median(times[warmup:]), "losses": losses,
+                              "first_s": times[0], "step_s": statistics.median(times[warmup:]),
+                              "step_cpu_s": statistics.median(cpu_times[warmup:]), "losses": losses,
                               "peak_mib": peak, "trained_params": trained, "notes": side.notes}
     if count_flops:
         from torch.utils.flop_counter import FlopCounterMode
@@ -160,7 +195,8 @@ def run_side(model_name: str, role: str, *, size: dict[str, Any], work: Path, de
 
 
 def _profile_step(step: Any, index: int, folder: Path, name: str, device: Any) -> Path:
-    """One more step under torch.profiler; writes the op table (by self time) and a Chrome trace."""
+    """One more step under torch.profiler; writes the op table (by self time), the same by input shapes and a
+    Chrome trace."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -170,6 +206,8 @@ def _profile_step(step: Any, index: int, folder: Path, name: str, device: Any) -
     sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     table = folder / f"{name}.txt"
     table.write_text(prof.key_averages(group_by_input_shape=False).table(sort_by=sort, row_limit=40))
+    (folder / f"{name}.shapes.txt").write_text(prof.key_averages(group_by_input_shape=True).table(
+        sort_by=sort, row_limit=80, max_name_column_width=60, max_shapes_column_width=120))
     prof.export_chrome_trace(str(folder / f"{name}.trace.json"))
     return table
 
@@ -188,42 +226,19 @@ def run_predict(model_name: str, role: str, *, size: dict[str, Any], work: Path,
     of the last call saved to ``work/<role>[_compiled].actions.safetensors`` (for the driver's comparison).
     """
     import torch
-    from safetensors.torch import save_file
     from torch.utils.flop_counter import FlopCounterMode
 
-    case = load_case(model_name)
     dev = torch.device(device)
-    inputs = {k: v.to(dev) for k, v in ensure_inputs(case, size, work).items()}
-    if role == "lerobot":
-        side = case.lerobot_side(size, inputs, work, dev, compile_model=compile_model)
-    else:
-        side = case.our_side(size, inputs, work, dev)
-        if compile_model:
-            from embodied_core.trainer.compile import compile_blocks
-
-            side.notes.append(str(compile_blocks(side.model if side.compile_target is None else side.compile_target)))
-    if side.predict is None:
-        raise SystemExit(f"{model_name}: the {role} side has no action sampling to time")
-    side.model.to(dev).eval()
-
-    def call() -> Any:
-        torch.manual_seed(step_seed(0))
-        with torch.no_grad():
-            actions = side.predict()
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        return actions
-
-    latencies, actions = [], None
+    side = build_side(load_case(model_name), role, size=size, work=work, device=dev, compile_model=compile_model)
+    name = f"{role}{'_compiled' if compile_model else ''}.actions.safetensors"
+    latencies = []
     for index in range(warmup + calls):
         started = time.perf_counter()
-        actions = call()
+        sample_actions(side, dev)
         if index >= warmup:
             latencies.append((time.perf_counter() - started) * 1e3)
     counter = FlopCounterMode(display=False)
     with counter:
-        call()
-    name = f"{role}{'_compiled' if compile_model else ''}.actions.safetensors"
-    save_file({"actions": actions.detach().float().cpu().contiguous()}, str(work / name))
+        sample_actions(side, dev, work / name)
     return {"role": role, "compile": compile_model, "latencies_ms": latencies, "flops": counter.get_total_flops(),
             "actions_file": name, "notes": side.notes}
