@@ -145,8 +145,8 @@ def lerobot_side(size: dict[str, Any], inputs: dict[str, Any], work: Path, devic
                 prompt=None, input_image=pixels[0, :, 0], action_horizon=size["horizon"],
                 proprio=inputs["proprio"][i:i + 1, 0], context=inputs["context"][i:i + 1],
                 context_mask=inputs["context_mask"][i:i + 1], num_inference_steps=SAMPLING_STEPS, sigma_shift=None,
-                seed=INFERENCE_SEED, rand_device="cpu")["action"])
-        return torch.cat(out)
+                seed=INFERENCE_SEED, rand_device="cpu")["action"].reshape(size["horizon"], -1))
+        return torch.stack(out)
 
     return Side(model=model, loss=loss, predict=predict)
 
@@ -182,7 +182,9 @@ def our_side(size: dict[str, Any], inputs: dict[str, Any], work: Path, device: A
         del step
         return model(batch).loss  # draws: video noise, video u, action noise, action u (lerobot's order)
 
-    first = {"latents": inputs["latents"][:, :, :1], **{k: inputs[k] for k in ("context", "context_mask", "proprio")}}
+    # our collator's proprio is [B, H, D] (row 0 is the state; H sets the chunk length)
+    first = {"latents": inputs["latents"][:, :, :1], "context": inputs["context"],
+             "context_mask": inputs["context_mask"], "proprio": inputs["proprio"].expand(-1, size["horizon"], -1)}
 
     def predict() -> Any:
         return model.sample_actions(first)  # model.inference_seed: lerobot's noise, the same for every element

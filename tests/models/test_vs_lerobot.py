@@ -1,6 +1,7 @@
 """``benchmarks/vs_lerobot.py`` at the tiny sizes: for every model lerobot 0.6.1 also ships, lerobot's module (in
 ``.venv-lerobot``) and ours, with lerobot's weights through our strict loader and the same inputs and draws, give
-the same training losses over two steps (fwd + bwd + AdamW, so the second loss checks the update too).
+the same training losses over two steps (fwd + bwd + AdamW, so the second loss checks the update too), and the
+same sampled action chunk (the action sampling ``benchmarks/inference_latency.py`` times).
 
 lerobot's side of all six models runs in one side-venv process (it writes the weights); ours runs in this
 process with the benchmark's own runner. lingbot_va is the exception in two ways, both lerobot's: its training runs
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from benchmarks.lerobot_cases import MODELS, load_case
 from benchmarks.lerobot_cases.runner import run_side, sized
@@ -43,7 +45,8 @@ def lerobot_records(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dic
     assert LEROBOT_PYTHON.is_file(), f"{LEROBOT_PYTHON} missing: run scripts/setup.sh (it creates .venv-lerobot)"
     work = tmp_path_factory.mktemp("vs_lerobot")
     proc = subprocess.run([str(LEROBOT_PYTHON), str(SCRIPT), "--role", "lerobot", "--model", *MODELS, "--size",
-                           "tiny", "--work", str(work), "--steps", str(STEPS), "--warmup", "0", "--threads", "1"],
+                           "tiny", "--work", str(work), "--steps", str(STEPS), "--warmup", "0", "--threads", "1",
+                           "--save-actions"],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
                           env=clean_env(HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -56,7 +59,7 @@ def test_our_losses_equal_lerobots(lerobot_records: tuple[Path, dict[str, dict]]
     work, records = lerobot_records
     theirs = records[model]
     ours = run_side(model, "ours", size=sized(load_case(model), "tiny", None), work=work / model, steps=STEPS,
-                    warmup=0)
+                    warmup=0, save_actions=True)
     assert ours["mode"] == theirs["mode"] == ("forward" if model == "lingbot_va" else "train")
     assert len(ours["losses"]) == len(theirs["losses"]) == STEPS
     assert all(math.isfinite(v) and v > 0 for v in theirs["losses"])
@@ -67,6 +70,11 @@ def test_our_losses_equal_lerobots(lerobot_records: tuple[Path, dict[str, dict]]
     rel = max(abs(a - b) / abs(b) for a, b in zip(ours["losses"], theirs["losses"], strict=True))
     print(f"{model}: losses {theirs['losses']} (lerobot) vs {ours['losses']} (ours), rel diff {rel:.1e}")
     assert rel <= REL_TOL.get(model, 1e-5), (model, ours["losses"], theirs["losses"])
+    if model != "lingbot_va":  # and the same action chunk from the same observation and noise (before training)
+        actions = {role: load_file(work / model / f"{role}.actions.safetensors")["actions"] for role in ("ours",
+                                                                                                         "lerobot")}
+        assert actions["ours"].shape == actions["lerobot"].shape and actions["lerobot"].abs().max() > 0.1
+        torch.testing.assert_close(actions["ours"], actions["lerobot"], atol=2e-5, rtol=1e-5)
 
 
 def test_the_script_prints_the_comparison_as_json(tmp_path: Path) -> None:
