@@ -19,9 +19,10 @@ here).
 
 Part 2 (``--policy``), ours only, pi05_tiny trained 2 steps on ``embodied data synth`` output (``serve_latency.py``'s
 checkpoint): ``load_policy(...).predict_action(observation)`` p50/p99 (raw observation in, unnormalized chunk out),
-the model's ``sample_actions`` alone on the prepared batch (so predict_action's pre/post-processing shows), the
-same with ``compile_blocks`` (compiled once, warmed up), and an ``embodied serve`` request (openpi protocol, server in
-a child process with the same thread count): the serve overhead is its p50 over the direct p50.
+the model's ``sample_actions`` alone on the prepared batch (so predict_action's pre/post-processing shows), an
+``embodied serve`` request (openpi protocol, server in a child process with the same thread count; the server's own
+``infer_ms`` / ``queue_ms`` too), timed round-robin per observation, then ``predict_action`` with ``compile_blocks``
+(compiled once, warmed up). The serve overhead is the request's p50 over the direct p50.
 
 On CPU both sides run one intra-op thread by default; the load average is printed.
 """
@@ -121,7 +122,8 @@ SAMPLING_STEPS = {"pi05": 10, "smolvla": 10, "xvla": 10, "groot_n1_7": 4, "fastw
 
 # ---------------------------------------------------------------------------------------------- part 2
 def policy_overheads(opts: argparse.Namespace) -> dict[str, Any]:
-    """Part 2: pi05_tiny's policy, direct and served (see the module doc)."""
+    """Part 2: pi05_tiny's policy, direct and served (see the module doc). The variants are timed round-robin per
+    observation (direct, model only, served), so load from other jobs hits them alike; the compiled policy last."""
     import time
 
     import torch
@@ -131,15 +133,13 @@ def policy_overheads(opts: argparse.Namespace) -> dict[str, Any]:
     from embodied_core.trainer.compile import compile_blocks
     from embodied_eval import RemotePolicy
 
-    def timed(fn: Any, items: list[Any]) -> list[float]:
-        out = []
-        for item in items:
-            started = time.perf_counter()
-            fn(item)
-            out.append((time.perf_counter() - started) * 1e3)
-        return out
+    def timed(fn: Any, item: Any) -> float:
+        started = time.perf_counter()
+        fn(item)
+        return (time.perf_counter() - started) * 1e3
 
-    results: dict[str, list[float]] = {}
+    results: dict[str, list[float]] = {name: [] for name in ("predict_action", "sample_actions", "serve request",
+                                                              "server infer", "server queue")}
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint, episode = _pi05_checkpoint(Path(tmp) / "pi05")
         observations = list(episode())
@@ -153,29 +153,36 @@ def policy_overheads(opts: argparse.Namespace) -> dict[str, Any]:
             with torch.no_grad():
                 return policy.model.sample_actions(batch)
 
-        for name, fn, args in (("predict_action", policy.predict_action, items), ("sample_actions", sample, batches)):
-            results[name] = timed(fn, args)[opts.warmup:]
         proc, url = _serve(checkpoint, opts.threads or 1)
         try:
             remote = RemotePolicy(url)
-            results["serve request"] = timed(remote.predict_action, items)[opts.warmup:]
+            for index, (item, batch) in enumerate(zip(items, batches, strict=True)):
+                times = (timed(policy.predict_action, item), timed(sample, batch), timed(remote.predict_action, item))
+                if index >= opts.warmup:
+                    for name, value in zip(("predict_action", "sample_actions", "serve request"), times, strict=True):
+                        results[name].append(value)
+                    results["server infer"].append(remote.last_timing["infer_ms"])
+                    results["server queue"].append(remote.last_timing["queue_ms"])
             remote.close()
         finally:
             proc.terminate()
             proc.wait(timeout=30)
         if opts.compile:
             compile_blocks(policy.model)  # once at start; the warm-up calls compile
-            results["predict_action compiled"] = timed(policy.predict_action, items)[opts.warmup:]
-    print(f"pi05_tiny policy (serve_latency.py's checkpoint), {opts.calls} calls each after {opts.warmup} warm-up")
+            results["predict_action compiled"] = [timed(policy.predict_action, o) for o in items][opts.warmup:]
+    print(f"pi05_tiny policy (serve_latency.py's checkpoint), {opts.calls} calls each after {opts.warmup} warm-up, "
+          "round-robin")
     summary: dict[str, Any] = {}
     for name, values in results.items():
         summary[name] = {"p50_ms": statistics.median(values), "p99_ms": percentile(values, 0.99)}
         print(f"  {name:24s} p50 {summary[name]['p50_ms']:8.2f} ms  p99 {summary[name]['p99_ms']:8.2f} ms")
     direct = summary["predict_action"]["p50_ms"]
     summary["serve_overhead"] = summary["serve request"]["p50_ms"] / direct - 1
+    summary["transport_ms"] = summary["serve request"]["p50_ms"] - summary["server infer"]["p50_ms"]
     summary["pre_post_ms"] = direct - summary["sample_actions"]["p50_ms"]
-    print(f"  serve overhead over direct predict_action: {summary['serve_overhead']:+.1%} p50; predict_action's "
-          f"pre/post-processing {summary['pre_post_ms']:.2f} ms p50")
+    print(f"  serve overhead over direct predict_action: {summary['serve_overhead']:+.1%} p50 (request - server's "
+          f"own infer: {summary['transport_ms']:.2f} ms); predict_action's pre/post-processing "
+          f"{summary['pre_post_ms']:.2f} ms p50")
     return summary
 
 
