@@ -11,8 +11,8 @@
 # its doc says what is counted) over the GPU's bf16 dense peak (PEAK_TFLOPS, default 989: H200). Each vs_lerobot run
 # is bounded by MODEL_TIMEOUT seconds (default 150); a model that fails or runs out of time is a row saying so.
 #
-# Without CUDA (or with --cpu-smoke) it runs the same steps end to end at tiny sizes on CPU, float32 (one timed step,
-# ours --compile for pi05 only).
+# Without CUDA (or with --cpu-smoke) it runs the same steps end to end at tiny sizes on CPU, float32 (one warm-up and
+# one timed step, ours --compile for pi05 only; about 4 minutes on the 2-core machine).
 #
 #   bash benchmarks/gpu_acceptance.sh [--cpu-smoke]
 #   PI05_BATCH=32 GPU_BATCH=32 PEAK_TFLOPS=989 MODELS="pi05 xvla" LEROBOT_PYTHON=.venv-lerobot/bin/python \
@@ -70,7 +70,7 @@ if [[ "$MODE" == gpu ]]; then
   LINGBOT_ARGS=(--width 1536 --layers 12 --frames 8 --steps 10 --warmup 3 --peak-tflops "${PEAK_TFLOPS:-989}"
                 --variants block:flex:eager linear:flex:eager block:flex:compile block:sdpa:eager)
 else
-  COMMON=(--size tiny --device cpu --dtype float32 --rounds 1 --steps 1 --warmup 0)
+  COMMON=(--size tiny --device cpu --dtype float32 --rounds 1 --steps 1 --warmup 1)  # compiling in the warm-up
   # flex attention has no backward on CPU: the smoke trains with sdpa only
   LINGBOT_ARGS=(--width 128 --layers 2 --frames 2 --image 64 --text-dim 32 --text-len 16 --steps 2 --warmup 1
                 --variants block:sdpa:eager linear:sdpa:eager block:sdpa:compile)
