@@ -75,10 +75,11 @@ def _entry_point_entries() -> dict[str, tuple[PluginEntry, ...]]:
         text = dist.read_text("entry_points.txt")
         if not text or "[embodied." not in text:
             continue
-        dist_name = dist.metadata["Name"] or "<unknown>"
+        meta = dist.metadata  # parsed on every access (and dist.version parses it again): read it once
+        dist_name, version = meta["Name"] or "<unknown>", meta["Version"] or "<unknown>"
         for ep in dist.entry_points:
             if ep.group in found:
-                found[ep.group].append(PluginEntry(ep.group, ep.name, ep.value, dist_name, dist.version))
+                found[ep.group].append(PluginEntry(ep.group, ep.name, ep.value, dist_name, version))
     return {g: tuple(v) for g, v in found.items()}
 
 
