@@ -30,3 +30,28 @@ def run_embodied(*args: str, env: dict[str, str] | None = None, cwd: Path | None
 
     return run_module(list(args), env=env if env is not None else clean_env(), cwd=str(cwd) if cwd else None,
                       timeout=timeout, python=python)
+
+
+def run_torchrun(*args: str, env: dict[str, str], cwd: Path | str | None = None, timeout: float = 240,
+                 log: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m torch.distributed.run ARGS`` (torchrun's own agent and flags), output captured (and written to
+    ``log`` when given); its workers are forks of a warm agent (``tests/warm_torchrun.py``) when it can, so no
+    rank spends seconds importing torch. ``env`` gets the repository on ``PYTHONPATH``. A timeout kills the agent
+    and every rank, then fails the test with the log's tail."""
+    import pytest
+
+    from tests.warm_cli import run_module
+
+    paths = [str(REPO_ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env = {**env, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+    try:
+        result = run_module(list(args), env=env, cwd=str(cwd) if cwd else None, timeout=timeout, python=None,
+                            module="tests.warm_torchrun", cold_module="torch.distributed.run", session=True)
+    except subprocess.TimeoutExpired as exc:
+        output = f"{exc.output or ''}{exc.stderr or ''}"
+        if log is not None:
+            Path(log).write_text(output)
+        pytest.fail(f"torchrun {' '.join(args)} hung for {timeout:.0f} s:\n{output[-4000:]}")
+    if log is not None:
+        Path(log).write_text(result.stdout + result.stderr)
+    return result

@@ -40,7 +40,12 @@ MODULE = "embodied_core.cli.main"
 PRELOAD = ("numpy", "torch", "safetensors.torch", "attrs", "cattrs", "yaml", "tyro", "rich", "transformers",
            "embodied_core.cli.main", "embodied_core.cli.train", "embodied_core.trainer.api",
            # every training run plots loss_curve.png at its end (0.8 s of imports)
-           "matplotlib.figure", "matplotlib.backends.backend_agg")
+           "matplotlib.figure", "matplotlib.backends.backend_agg",
+           # distributed launches (tests/warm_torchrun.py): the agent, and what every FSDP/DCP worker imports
+           "torch.distributed.run", "torch.distributed.fsdp", "torch.distributed.tensor",
+           "torch.distributed.checkpoint",
+           # what every model plugin built on transformers imports (its PreTrainedModel machinery)
+           "transformers.modeling_utils")
 """Imported once by each server (import-time side effects only: nothing is discovered, built or seeded)."""
 
 _IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS", "TORCH", "PYTORCH", "CUDA", "NCCL", "HF_",
@@ -87,7 +92,7 @@ def _become_command(request: dict[str, Any], server_path: list[str]) -> None:
         os.close(out)
     python_path = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [os.getcwd(), *python_path, *server_path]
-    sys.argv = [MODULE, *request["argv"]]
+    sys.argv = [request["module"], *request["argv"]]
     import importlib
 
     importlib.invalidate_caches()
@@ -112,18 +117,32 @@ def serve(listen_path: str) -> None:
     listener.listen(4)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
+    running: dict[int, socket.socket] = {}  # child pid -> its client's connection (commands run concurrently)
     while True:
-        readable, _, _ = select.select([listener, sys.stdin], [], [])
+        readable, _, _ = select.select([listener, sys.stdin], [], [], 0.05 if running else None)
+        _reap(running)
         if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
             return  # the test process closed our stdin: it is gone
-        if listener not in readable:
-            continue
-        conn, _ = listener.accept()
-        with conn:
+        if listener in readable:
+            conn, _ = listener.accept()
             try:
-                _run_request(conn, listener)
+                _start_request(conn, listener, running)
             except (OSError, ValueError):
-                continue  # the client went away (timed out, or its test ended): serve the next one
+                conn.close()  # the client went away before its command started: serve the next one
+
+
+def _reap(running: dict[int, socket.socket]) -> None:
+    """Sends each ended child's exit code to its client (the client kills the child on its timeout)."""
+    while running:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            return
+        conn = running.pop(pid, None)
+        if conn is None:
+            continue
+        with contextlib.suppress(OSError):
+            conn.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+        conn.close()
 
 
 def _run_child(request: dict[str, Any], conn: socket.socket, listener: socket.socket) -> None:
@@ -134,12 +153,14 @@ def _run_child(request: dict[str, Any], conn: socket.socket, listener: socket.so
     listener.close()
     conn.close()
     try:
+        if request["session"]:
+            os.setsid()  # its own process group: a timeout kills it and every process it started
         _become_command(request, _BASE_PATH)
         import runpy
 
         # A real ``python -m`` has not imported the module yet (else runpy warns on stderr).
-        sys.modules.pop(MODULE, None)
-        runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
+        sys.modules.pop(request["module"], None)
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
         code = _exit_code(exc.code)
@@ -175,18 +196,18 @@ def _shutdown_and_exit(code: int) -> None:
     os._exit(code)
 
 
-def _run_request(conn: socket.socket, listener: socket.socket) -> None:
+def _start_request(conn: socket.socket, listener: socket.socket, running: dict[int, socket.socket]) -> None:
     request = _recv_json(conn)
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
+        for other in running.values():
+            other.close()
         _run_child(request, conn, listener)
-    try:
+    running[pid] = conn
+    with contextlib.suppress(OSError):  # a client gone already: the child is still reaped
         conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-    finally:
-        _, status = os.waitpid(pid, 0)  # the client kills the child on its timeout; never leave a zombie
-    conn.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
 
 
 # ------------------------------------------------------------------------------------------------ client side
@@ -216,13 +237,13 @@ class _Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
 
-    def run(self, argv: list[str], *, env: dict[str, str], cwd: str, timeout: float,
-            cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    def run(self, argv: list[str], *, env: dict[str, str], cwd: str, timeout: float, cmd: list[str],
+            module: str = MODULE, session: bool = False) -> subprocess.CompletedProcess[str]:
         with tempfile.TemporaryDirectory(prefix="warm_cli_run_") as tmp:
             paths = {name: os.path.join(tmp, name) for name in ("stdout", "stderr")}
             for path in paths.values():
                 Path(path).touch()
-            request = {"argv": argv, "env": env, "cwd": cwd, **paths}
+            request = {"module": module, "argv": argv, "env": env, "cwd": cwd, "session": session, **paths}
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 conn.connect(self.socket_path)
                 conn.sendall(json.dumps(request).encode() + b"\n")
@@ -232,7 +253,10 @@ class _Server:
                 try:
                     code = _recv_json(conn)["returncode"]
                 except TimeoutError:
-                    os.kill(pid, signal.SIGKILL)
+                    if session:
+                        os.killpg(pid, signal.SIGKILL)
+                    else:
+                        os.kill(pid, signal.SIGKILL)
                     raise subprocess.TimeoutExpired(cmd, timeout, output=Path(paths["stdout"]).read_text(),
                                                     stderr=Path(paths["stderr"]).read_text()) from None
             out, err = (Path(paths[n]).read_text(errors="replace") for n in ("stdout", "stderr"))
@@ -252,19 +276,41 @@ atexit.register(_close_all)
 
 
 def run_module(argv: list[str], *, env: dict[str, str], cwd: str | None, timeout: float,
-               python: str | None) -> subprocess.CompletedProcess[str]:
-    """``python -m embodied_core.cli.main ARGV`` with ``env`` in ``cwd``, as ``subprocess.run(capture_output=True,
-    text=True)`` returns it: in a fork of a warm server when possible, else as a real subprocess."""
-    cmd = [python or sys.executable, "-m", MODULE, *argv]
+               python: str | None, module: str = MODULE, cold_module: str | None = None,
+               session: bool = False) -> subprocess.CompletedProcess[str]:
+    """``python -m MODULE ARGV`` (default the ``embodied`` CLI) with ``env`` in ``cwd``, as
+    ``subprocess.run(capture_output=True, text=True)`` returns it: in a fork of a warm server when possible, else
+    as a real subprocess of ``cold_module`` (default ``module``). ``session``: the command leads its own process
+    group, killed whole on a timeout."""
+    cmd = [python or sys.executable, "-m", module, *argv]
     if os.environ.get("TESTS_COLD_CLI") == "1" or (python is not None and python != sys.executable):
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+        cold = [python or sys.executable, "-m", cold_module or module, *argv]
+        return _run_cold(cold, env=env, cwd=cwd, timeout=timeout, session=session)
     key = _import_time_key(env)
     server = _SERVERS.get(key)
     if server is None or not server.alive():
         if server is not None:
             server.close()
         server = _SERVERS[key] = _Server(env)
-    return server.run(argv, env=env, cwd=os.path.abspath(cwd or os.getcwd()), timeout=timeout, cmd=cmd)
+    return server.run(argv, env=env, cwd=os.path.abspath(cwd or os.getcwd()), timeout=timeout, cmd=cmd,
+                      module=module, session=session)
+
+
+def _run_cold(cmd: list[str], *, env: dict[str, str], cwd: str | None, timeout: float,
+              session: bool) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(cmd, capture_output=True, text=True)``; with ``session`` a timeout kills its whole group."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
+                            start_new_session=session)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        if session:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err) from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 if __name__ == "__main__":

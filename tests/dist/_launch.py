@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from embodied_core import registry
 from embodied_core.trainer.api import Trainer
 from tests.dist._det_model import NAME, SPEC
-from tests.support import REPO_ROOT, clean_env
+from tests.support import clean_env, run_torchrun
 
 WORKER = Path(__file__).resolve().parent / "_worker.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -65,27 +65,17 @@ def torchrun(runs: list[dict[str, Any]], workdir: Path, *, nproc: int, timeout: 
     results = workdir / "results.json"
     spec.write_text(json.dumps({"runs": [{"model": MODEL, **run} for run in runs], "results": str(results)}))
     port = free_port()
-    env = clean_env(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-                    OMP_NUM_THREADS="1")
-    procs = []
-    logs = []
-    for node in range(nnodes):
-        log = (workdir / f"node{node}.log").open("w")
-        logs.append(log)
-        cmd = [*TORCHRUN, f"--nproc_per_node={nproc}", f"--nnodes={nnodes}", f"--node_rank={node}",
-               "--master_addr=127.0.0.1", f"--master_port={port}", str(WORKER), str(spec)]
-        procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir))
-    try:
-        codes = [proc.wait(timeout=timeout) for proc in procs]
-    except subprocess.TimeoutExpired:
-        for proc in procs:
-            proc.kill()
-        raise AssertionError(f"torchrun timed out after {timeout}s:\n{_tail(workdir, nnodes)}") from None
-    finally:
-        for log in logs:
-            log.close()
-    if any(codes):
-        raise AssertionError(f"torchrun failed with {codes}:\n{_tail(workdir, nnodes)}")
+    env = clean_env(OMP_NUM_THREADS="1")
+
+    def node(rank: int) -> subprocess.CompletedProcess[str]:
+        return run_torchrun(f"--nproc_per_node={nproc}", f"--nnodes={nnodes}", f"--node_rank={rank}",
+                            "--master_addr=127.0.0.1", f"--master_port={port}", str(WORKER), str(spec),
+                            env=env, cwd=workdir, timeout=timeout, log=workdir / f"node{rank}.log")
+
+    with ThreadPoolExecutor(nnodes) as pool:  # the nodes' agents run at once (they rendezvous with each other)
+        done = list(pool.map(node, range(nnodes)))
+    if any(result.returncode for result in done):
+        raise AssertionError(f"torchrun failed with {[r.returncode for r in done]}:\n{_tail(workdir, nnodes)}")
     return json.loads(results.read_text())
 
 

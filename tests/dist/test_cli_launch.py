@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.dist._launch import free_port
-from tests.support import clean_env
+from tests.support import clean_env, run_torchrun
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 
 @pytest.mark.timeout(240)
 def test_cli_under_torchrun_logs_on_rank0_only(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
-               "-m", "embodied_core.cli.main", "train", "--model-name", "tiny_flow_policy",
+    command = ["--nproc_per_node=2", f"--master_port={free_port()}", "-m", "embodied_core.cli.main", "train",
+               "--model-name", "tiny_flow_policy",
                "--dataset-format", "dummy_datasets", "--dtype", "float32", "--num-workers", "0",
                "--train-iters", "2", "--lr-warmup-iters", "1", "--save-interval", "2", "--save-format", "dcp",
                "--distributed-strategy", "fsdp", "--output-dir", str(tmp_path)]
-    result = subprocess.run(command, capture_output=True, text=True, env=clean_env(OMP_NUM_THREADS="1"),
-                            timeout=200)
+    result = run_torchrun(*command, env=clean_env(OMP_NUM_THREADS="1"), timeout=200)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "[rank0] INFO embodied.train: step 2/2" in output

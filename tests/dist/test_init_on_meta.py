@@ -6,8 +6,6 @@ without a checkpoint initializes to the same weights as one process does."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +18,8 @@ from embodied_core.config.resolve import load_config
 from embodied_core.trainer.api import Trainer
 from embodied_models.pi05.modeling import build_model as build_pi05
 from tests.dist._det_model import NAME, SPEC
-from tests.dist._launch import MODEL, TORCHRUN, free_port, losses, training
-from tests.support import REPO_ROOT, clean_env
+from tests.dist._launch import MODEL, free_port, losses, training
+from tests.support import clean_env, run_torchrun
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -78,10 +76,8 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[
     spec, out = tmp / "spec.json", tmp / "results"
     spec.write_text(json.dumps({"runs": [{"model": MODEL, **run} if not run["name"].startswith("pi05") else run
                                          for run in _runs(tmp, single, sharded)], "results": str(out)}))
-    env = clean_env(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-                    OMP_NUM_THREADS="1")
-    proc = subprocess.run([*TORCHRUN, "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={free_port()}",
-                           str(WORKER), str(spec)], capture_output=True, text=True, env=env, cwd=tmp, timeout=420)
+    proc = run_torchrun("--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+                        str(WORKER), str(spec), env=clean_env(OMP_NUM_THREADS="1"), cwd=tmp, timeout=420)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-8000:]
     return tmp, [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
 

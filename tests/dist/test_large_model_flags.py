@@ -7,15 +7,13 @@ exact resume)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.dist._launch import MODEL, TORCHRUN, free_port, losses, training
-from tests.support import REPO_ROOT, clean_env
+from tests.dist._launch import MODEL, free_port, losses, training
+from tests.support import clean_env, run_torchrun
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -53,10 +51,8 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[
     spec, out = tmp / "spec.json", tmp / "results"
     spec.write_text(json.dumps({"runs": [{"model": MODEL, **run} for run in _runs(tmp)], "results": str(out),
                                 "keep_metrics": {"seed_by_rank": str(tmp / "seed_by_rank_uninterrupted.jsonl")}}))
-    env = clean_env(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-                    OMP_NUM_THREADS="1")
-    proc = subprocess.run([*TORCHRUN, "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={free_port()}",
-                           str(WORKER), str(spec)], capture_output=True, text=True, env=env, cwd=tmp, timeout=420)
+    proc = run_torchrun("--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+                        str(WORKER), str(spec), env=clean_env(OMP_NUM_THREADS="1"), cwd=tmp, timeout=420)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-8000:]
     records = [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]

@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +25,7 @@ from embodied_models.smolvla.batch import SmolVLAPreparedBatch
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig
 from embodied_models.smolvla.modeling import SmolVLAModel
 from tests.models.test_pi05_distributed import _free_port
-from tests.support import REPO_ROOT, clean_env
+from tests.support import REPO_ROOT, clean_env, run_torchrun
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -87,23 +83,13 @@ def _single(out: Path, *, batch: int) -> list[dict]:
 
 def _launch(out: Path, *, batch: int, strategy: str, extra: tuple[str, ...] = ()) -> list[dict]:
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in _TRAINING.items()] + list(extra)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
-           "-m", "embodied_core.cli.main", "train", "--model-name", DET, *flags, "--per-device-batch-size", str(batch),
-           "--output-dir", str(out), "--distributed-strategy", strategy]
-    env = clean_env(OMP_NUM_THREADS="1", EMBODIED_PLUGINS=f"models:{DET}={MODULE}:DET_SPEC",
-                    PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
-    log = out.with_suffix(".log")
+    args = ["--nproc_per_node", "2", "--master_port", str(_free_port()),
+            "-m", "embodied_core.cli.main", "train", "--model-name", DET, *flags, "--per-device-batch-size", str(batch),
+            "--output-dir", str(out), "--distributed-strategy", strategy]
+    env = clean_env(OMP_NUM_THREADS="1", EMBODIED_PLUGINS=f"models:{DET}={MODULE}:DET_SPEC")
     out.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as sink:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
-                                start_new_session=True)  # own session: a timeout kills torchrun and both ranks
-        try:
-            returncode = proc.wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            pytest.fail(f"{strategy} launch hung for 240 s:\n{log.read_text()[-4000:]}")
-    assert returncode == 0, log.read_text()[-4000:]
+    result = run_torchrun(*args, env=env, cwd=REPO_ROOT, timeout=240, log=out.with_suffix(".log"))
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return _metrics(out)
 
 
