@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["DefaultTaskDataset", "with_default_task"]
@@ -26,6 +27,12 @@ class DefaultTaskDataset:
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.item(index)
+
+    def decode_batch(self, indices: Sequence[int]) -> contextlib.AbstractContextManager[Any]:
+        """The wrapped dataset's ``decode_batch`` (a batch's shared decoding, see ``embodied_core.data.loader``)."""
+        from embodied_core.data.loader import batch_decoding
+
+        return batch_decoding(self.dataset, indices)
 
     def item(self, index: int, *, info: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Sample ``index``; ``info`` goes to the dataset's own ``item`` (merged before its transform) when it has one,

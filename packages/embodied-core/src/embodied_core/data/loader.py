@@ -13,17 +13,24 @@ decoders and opens its files once per run, not once per epoch. Each epoch (and a
 loader's sampler that epoch's remaining keys; the DataLoader deals the batches to the workers round-robin and
 returns them in order, so the batches do not depend on the worker count and a resumed run reproduces the
 uninterrupted one. Workers seeded with ``seed_workers`` are seeded once, from the epoch they started in.
+
+A batch is fetched whole (the DataLoader's ``__getitems__``). A dataset may decode what the batch's samples share
+once, up front: when it has ``decode_batch(indices)`` (a context manager, e.g. ``LeRobotDataset.decode_batch``:
+the batch's video frames, one decoder call per file), the samples are read inside it, still one by one and each
+under its own seed, so they are the samples a per-sample read gives. ``torch.utils.data.Subset`` and wrappers
+that forward the method (``DefaultTaskDataset``) keep it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from embodied_core.data.samplers import ShareFn
 from embodied_core.data.streaming import episode_blocks, streaming_order
@@ -31,7 +38,7 @@ from embodied_core.data.transport import PackingCollate, unpack_small_tensors
 from embodied_core.data.worker_errors import WorkerFailure, in_worker, raise_if_failure
 from embodied_core.errors import EmbodiedError
 
-__all__ = ["EpochOrder", "ResumableLoader", "sample_seed"]
+__all__ = ["EpochOrder", "ResumableLoader", "batch_decoding", "sample_seed"]
 
 
 @runtime_checkable
@@ -48,6 +55,15 @@ class EpochOrder(Protocol):
     def __call__(self, epoch: int) -> list[int]:
         """The epoch's global order of dataset indices."""
         ...
+
+
+def batch_decoding(dataset: Any, indices: Sequence[int]) -> contextlib.AbstractContextManager[Any]:
+    """``dataset.decode_batch(indices)`` when the dataset has it (through ``Subset``), else a no-op context."""
+    while isinstance(dataset, Subset):
+        indices = [dataset.indices[i] for i in indices]
+        dataset = dataset.dataset
+    decode_batch = getattr(dataset, "decode_batch", None)
+    return decode_batch(list(indices)) if callable(decode_batch) else contextlib.nullcontext()
 
 
 def sample_seed(seed: int, epoch: int, index: int) -> int:
@@ -106,15 +122,16 @@ class _SeededTransformDataset(Dataset):
             return WorkerFailure(exc)
 
     def _samples(self, keys: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
-        if self.transform is None:  # no transform, no randomness to seed: the samples as the dataset gives them
-            return [self._augmented(key) for key in keys]
-        py_state, np_state = random.getstate(), np.random.get_state()
-        with torch.random.fork_rng(devices=[]):
-            try:
-                return [self._seeded_sample(key) for key in keys]
-            finally:
-                random.setstate(py_state)
-                np.random.set_state(np_state)
+        with batch_decoding(self.dataset, [index for _, index in keys]):
+            if self.transform is None:  # no transform, no randomness to seed: the samples as the dataset gives them
+                return [self._augmented(key) for key in keys]
+            py_state, np_state = random.getstate(), np.random.get_state()
+            with torch.random.fork_rng(devices=[]):
+                try:
+                    return [self._seeded_sample(key) for key in keys]
+                finally:
+                    random.setstate(py_state)
+                    np.random.set_state(np_state)
 
 
 class _WorkerSeeder:

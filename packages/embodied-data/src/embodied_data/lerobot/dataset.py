@@ -9,12 +9,20 @@ Shapes: a key without time offsets has the feature's shape (``[D]``, 0-d for sca
 for cameras); a key with T offsets gets a leading ``T`` (``[T, D]``, ``[T, C, H, W]``), also when T == 1 and when
 all T frames are the same clamped edge frame. Frames are uint8 RGB (LeRobot returns ``u8.float() / 255``;
 normalizing is left to the model's transform, after the uint8 crossed the worker boundary).
+
+Batches: :meth:`LeRobotDataset.decode_batch` decodes the video frames that a batch of samples reads together,
+one backend call per file with the batch's timestamps sorted and deduplicated (overlapping windows of a video
+model share their frames), on the decoders the backend keeps open across batches; inside it each sample is built
+as :meth:`~LeRobotDataset.item` always builds it, taking its frames from the batch (the same values and memory
+layout as a per-sample decode). ``ResumableLoader`` and :meth:`~LeRobotDataset.__getitems__` (a DataLoader's
+batched fetch) use it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -37,6 +45,33 @@ from embodied_data.video.base import VideoBackend
 __all__ = ["LeRobotDataset", "select_episodes"]
 
 Sample = dict[str, Any]
+
+
+class _DecodedFile:
+    """The frames of one video file that a batch reads (:meth:`LeRobotDataset.decode_batch`)."""
+
+    __slots__ = ("frames", "pts", "slots")
+
+    def __init__(self, frames: torch.Tensor, pts: list[float], times: list[float]) -> None:
+        self.frames = frames  # [N, C, H, W] uint8, one per distinct timestamp, sorted
+        self.pts = pts
+        self.slots = {t: i for i, t in enumerate(times)}
+
+    def take(self, times: Sequence[float]) -> tuple[torch.Tensor, list[float]] | None:
+        """The frames at ``times`` as a new tensor laid out like the backend's own output; None if one is missing."""
+        try:
+            slots = [self.slots[t] for t in times]
+        except KeyError:
+            return None
+        index = torch.tensor(slots, dtype=torch.int64)
+        frames = self.frames
+        if frames.dim() == 4 and not frames.is_contiguous() and frames.is_contiguous(
+                memory_format=torch.channels_last):
+            # torchcodec hands out NCHW views of NHWC frames: keep that layout (strides as a per-sample decode)
+            taken = frames.permute(0, 2, 3, 1).index_select(0, index).permute(0, 3, 1, 2)
+        else:
+            taken = frames.index_select(0, index)
+        return taken, [self.pts[s] for s in slots]
 
 
 def select_episodes(meta: LeRobotMeta, *, episodes: Sequence[int] | None, split: str | None) -> list[int]:
@@ -99,6 +134,8 @@ class LeRobotDataset(Dataset):
         if not self.episodes:
             raise UsageError(f"{self.root}: no episodes selected (split {split!r}, episodes {episodes})")
         self._video_paths = self._check_videos()  # before the parquet read: a missing file fails fast
+        self._video_cameras = [k for k in self.camera_keys if self.meta.features[k].is_video]
+        self._batch: dict[Path, _DecodedFile] | None = None  # the frames of the batch being built
         self.backend = make_backend(video_backend, cache_size=decoder_cache_size) if isinstance(
             video_backend, str) else video_backend
         image_keys = [k for k in self.camera_keys if self.meta.features[k].is_image]
@@ -196,6 +233,48 @@ class LeRobotDataset(Dataset):
     def __getitem__(self, position: int) -> Sample:
         return self.item(position)
 
+    def __getitems__(self, positions: Sequence[int]) -> list[Sample]:
+        """The samples at ``positions`` (a DataLoader's batched fetch), their video frames decoded together."""
+        with self.decode_batch(positions):
+            return [self.item(int(p)) for p in positions]
+
+    @contextlib.contextmanager
+    def decode_batch(self, positions: Sequence[int]) -> Iterator[None]:
+        """Decodes the video frames the samples at ``positions`` read, together; inside the ``with`` block
+        :meth:`item` takes those samples' frames from here.
+
+        Per video file: one backend call with the batch's timestamps sorted and deduplicated, so overlapping
+        windows decode each frame once and a file is read front to back (no seek back between samples), on the
+        decoder the backend keeps open across batches. A sample's frames are a new tensor of their own (a
+        transform may change them in place) with the values and strides a per-sample decode gives. A file whose
+        batch decode fails is left to the samples that read it: each decodes its own frames and raises the error
+        a per-sample read raises (naming the episode, camera and file). Only the frames are shared: everything
+        else about a sample (rows, pads, the pts check, the strategy's transform) is done by :meth:`item`, once
+        per sample, in the caller's order. Nested calls keep the outer batch.
+        """
+        if self._batch is not None or not self._video_cameras:
+            yield
+            return
+        wanted: dict[Path, dict[float, None]] = {}
+        for position in positions:
+            if not 0 <= int(position) < len(self):
+                continue  # item() raises the IndexError
+            for path, times in self.video_reads(int(position)):
+                wanted.setdefault(path, {}).update(dict.fromkeys(times))
+        batch: dict[Path, _DecodedFile] = {}
+        for path, times in wanted.items():
+            ordered = sorted(times)
+            try:
+                decoded = self.backend.decode(path, ordered)
+            except DataError:
+                continue  # see the docstring: the samples reading this file report the error themselves
+            batch[path] = _DecodedFile(decoded.frames, decoded.pts, ordered)
+        self._batch = batch
+        try:
+            yield
+        finally:
+            self._batch = None
+
     def item(self, position: int, *, info: Mapping[str, Any] | None = None) -> Sample:
         """Sample ``position``; ``info``: plain values merged into it before the strategy's transform runs (a
         mixture's draw index, which DreamZero's per-sample seeding reads: ``embodied_core.data.mixture.drawn``)."""
@@ -243,26 +322,49 @@ class LeRobotDataset(Dataset):
             return None, None
         return query_indices(query.row, offsets, start=start, end=end)
 
+    def video_reads(self, position: int) -> list[tuple[Path, list[float]]]:
+        """The video files sample ``position`` reads and the times (s from the start of each file) of its frames,
+        per video camera in :attr:`camera_keys` order (what :meth:`decode_batch` gathers; benchmarks replay it)."""
+        query = SampleQuery(row=int(position)) if self.index is None else self.index.query(int(position))
+        start, end = int(self.table.episode_start[query.row]), int(self.table.episode_end[query.row])
+        reads = []
+        for cam in self._video_cameras:
+            rows, _ = self._rows(cam, query, start=start, end=end)
+            path, _, times = self._video_times(cam, np.asarray([query.row]) if rows is None else rows)
+            reads.append((path, times))
+        return reads
+
     # ---------------------------------------------------------------- frames
-    def _frames(self, cam: str, rows: np.ndarray) -> torch.Tensor:
+    def _video_times(self, cam: str, rows: np.ndarray) -> tuple[Path, int, list[float]]:
+        """The video file, episode and query times (s in the file) of ``rows`` of camera ``cam``."""
         columns = self.table.columns
         episode = int(columns["episode_index"][rows[0]])
-        if self.meta.features[cam].is_image:
-            return torch.stack([_decode_image(columns[cam][r], cam=cam, episode=episode) for r in rows])
-        path = self._video_paths[(cam, episode)]
         start = self.meta.video_from_timestamp(episode, cam)
         # float32 parquet timestamp -> Python float, plus the float64 start of the episode in the file (v3.0)
-        query = [start + float(columns["timestamp"][r]) for r in rows]
-        try:
-            decoded = self.backend.decode(path, query)
-        except DataError as exc:
-            raise type(exc)(f"episode {episode}, camera {cam}: {exc}") from None
-        for t, pts in zip(query, decoded.pts, strict=True):
+        return self._video_paths[(cam, episode)], episode, [start + float(columns["timestamp"][r]) for r in rows]
+
+    def _frames(self, cam: str, rows: np.ndarray) -> torch.Tensor:
+        if self.meta.features[cam].is_image:
+            columns = self.table.columns
+            episode = int(columns["episode_index"][rows[0]])
+            return torch.stack([_decode_image(columns[cam][r], cam=cam, episode=episode) for r in rows])
+        path, episode, query = self._video_times(cam, rows)
+        batch = self._batch.get(path) if self._batch is not None else None
+        taken = batch.take(query) if batch is not None else None
+        if taken is not None:
+            frames, frame_pts = taken
+        else:
+            try:
+                decoded = self.backend.decode(path, query)
+            except DataError as exc:
+                raise type(exc)(f"episode {episode}, camera {cam}: {exc}") from None
+            frames, frame_pts = decoded.frames, decoded.pts
+        for t, pts in zip(query, frame_pts, strict=True):
             if abs(pts - t) > self.tolerance_s:
                 raise DataError(f"{path}: episode {episode}, camera {cam}: the frame nearest t={t:.6f}s has pts "
                                 f"{pts:.6f}s, {abs(pts - t):.2e}s away (> tolerance_s={self.tolerance_s}); the video "
                                 f"and the parquet timestamps disagree")
-        return decoded.frames
+        return frames
 
     def __repr__(self) -> str:
         return (f"LeRobotDataset({str(self.root)!r}, version={self.meta.version}, frames={len(self)}, "
