@@ -3,6 +3,9 @@ integration, checks that ignore other models). The ports' goldens cover the nume
 
 from __future__ import annotations
 
+import json
+import re
+
 import attrs
 import pytest
 import torch
@@ -61,3 +64,46 @@ def test_run_config_check_ignores_other_models(monkeypatch):
     assert pi05_checks(load_config(training={"model_name": "smolvla_tiny"})) == []
     problems = pi05_checks(load_config(training={"model_name": "pi05"}))
     assert any("PaliGemma tokenizer" in p for p in problems)
+
+
+def test_checkpoint_config_checks_read_refuse_and_compare(tmp_path):
+    """A port's binding of vla.reference.checkpoint_config_checks (lingbot_va's: the default comparison), through
+    each of its answers; smolvla's refusals and GR00T N1.7's two document kinds take the same tail."""
+    from embodied_core.errors import ConfigError
+    from embodied_models.groot_n1_7.reference import checkpoint_config_problems as groot_problems
+    from embodied_models.lingbot_va.reference import MODEL_FIELDS, check_checkpoint_config, checkpoint_config_problems
+    from embodied_models.smolvla.reference import checkpoint_config_problems as smolvla_problems
+
+    model, path = load_config("lingbot_va_tiny").model, tmp_path / "config.json"
+    assert checkpoint_config_problems(model, tmp_path) == []  # no config.json
+    path.write_text("{")
+    assert checkpoint_config_problems(model, tmp_path)[0].startswith(f"{path}: not readable JSON")
+    path.write_text(json.dumps({"type": "act"}))
+    assert checkpoint_config_problems(model, tmp_path / "model.safetensors") == []  # another policy's config
+    path.write_text(json.dumps({"type": "lingbot_va", "attn_mode": "bogus"}))
+    assert checkpoint_config_problems(model, tmp_path) == [
+        f"invalid configuration: {path}: attn_mode = 'bogus' is not implemented by this port (supported: 'torch' or "
+        "'flashattn' or 'flex')"]
+    ours = {"type": "lingbot_va", **{key: getattr(model, field) for key, (field, _) in MODEL_FIELDS.items()}}
+    path.write_text(json.dumps(ours))
+    assert checkpoint_config_problems(model, tmp_path) == []
+    path.write_text(json.dumps({**ours, "num_layers": 3, "guidance_scale": 9.0}))  # guidance: not compared
+    message = (f"{path} describes another LingBot-VA than the model config: model.num_layers=3 (checkpoint) vs 2 "
+               "(model); set those model fields (or load a matching checkpoint)")
+    assert checkpoint_config_problems(model, tmp_path) == [message]
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_checkpoint_config(model, tmp_path)
+
+    path.write_text(json.dumps({"type": "smolvla", "use_cache": False}))
+    assert smolvla_problems(load_config("smolvla").model, tmp_path) == [
+        f"{path}: use_cache=false is not ported (supported: true; sampling always reads the prefix KV cache "
+        "(lerobot's use_cache=false runs the expert without the prefix))"]
+    groot = load_config("groot_n1_7_tiny").model
+    path.write_text(json.dumps({"model_type": "groot", "max_state_dim": groot.max_state_dim + 1}))
+    assert groot_problems(groot, tmp_path) == []  # lerobot's kind is its "type"
+    for doc in ({"type": "groot"}, {"model_type": "Gr00tN1d7"}):
+        path.write_text(json.dumps({**doc, "max_state_dim": groot.max_state_dim + 1}))
+        assert groot_problems(groot, tmp_path) == [
+            f"{path} describes another GR00T N1.7 than the model config: model.max_state_dim="
+            f"{groot.max_state_dim + 1} (checkpoint) vs {groot.max_state_dim} (model); set those model fields (or "
+            "load a matching checkpoint)"]

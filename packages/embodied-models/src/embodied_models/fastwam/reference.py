@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from embodied_core.errors import ConfigError
-from embodied_models.vla.reference import disagreements, fixed_problems, reference_config, same, warn_unknown
+from embodied_models.vla.reference import (
+    checkpoint_config_checks,
+    fixed_problems,
+    raise_problems,
+    same,
+    warn_unknown,
+)
 
 __all__ = ["ACTION_FIELDS", "FIXED", "LOSS_FIELDS", "NOT_COMPARED", "RUN_KEYS", "SCHEDULER_FIELDS", "TOP_FIELDS",
            "VIDEO_FIELDS", "VIDEO_FIXED", "check_checkpoint_config", "checkpoint_config_problems",
@@ -168,31 +172,9 @@ def reference_model_fields(doc: Mapping[str, Any], *, source: str = "config.json
     fields["use_proprio"] = doc.get("proprio_dim", 8) is not None
     if isinstance(fields.get("patch_size"), list | tuple):
         fields["patch_size"] = list(fields["patch_size"])
-    if problems:
-        raise ConfigError(f"{source}: " + "; ".join(problems))
+    raise_problems(problems, source)
     return fields
 
 
-def checkpoint_config_problems(model_config: Any, source: str | Path) -> list[str]:
-    """Why ``model_config`` cannot run the checkpoint at ``source`` by its lerobot ``config.json`` (empty when there
-    is none, it is not a FastWAM config, or it agrees)."""
-    found = reference_config(source, policy_type="fastwam")
-    if found is None or isinstance(found, str):
-        return [found] if found else []
-    path, doc = found
-    try:
-        fields = reference_model_fields(doc, source=str(path))
-    except ConfigError as exc:
-        return [str(exc)]
-    problems = disagreements(model_config, fields, skip=NOT_COMPARED)
-    if problems:
-        return [f"{path} describes another FastWAM than the model config: " + "; ".join(problems)
-                + "; set those model fields (or load a matching checkpoint)"]
-    return []
-
-
-def check_checkpoint_config(model_config: Any, source: str | Path) -> None:
-    """ConfigError with :func:`checkpoint_config_problems` when there are any."""
-    problems = checkpoint_config_problems(model_config, source)
-    if problems:
-        raise ConfigError("; ".join(problems))
+checkpoint_config_problems, check_checkpoint_config = checkpoint_config_checks(
+    "FastWAM", policy_type="fastwam", model_fields=reference_model_fields, not_compared=NOT_COMPARED)

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from embodied_core.errors import ConfigError
-from embodied_models.vla.reference import checkpoint_config_file, disagreements, fixed_problems, warn_unknown
+from embodied_models.vla.reference import checkpoint_config_checks, fixed_problems, raise_problems, warn_unknown
 
 __all__ = ["DIT_FIELDS", "DIT_FIXED", "FIXED", "MODEL_FIELDS", "NOT_COMPARED", "OFFICIAL_MODEL_TYPE", "POLICY_FIELDS",
            "POLICY_FIXED", "POLICY_RUN_KEYS", "RUN_KEYS", "VL_FIELDS", "VL_FIXED", "check_checkpoint_config",
@@ -219,46 +217,15 @@ def reference_model_fields(doc: Mapping[str, Any], *, source: str = "config.json
         fields = _policy_fields(doc, source, problems)
     else:
         fields = _official_fields(doc, source, problems)
-    if problems:
-        raise ConfigError(f"{source}: " + "; ".join(problems))
+    raise_problems(problems, source)
     return fields
 
 
-def _reference_document(source: str | Path) -> tuple[Path, dict[str, Any]] | str | None:
-    import json
-
-    path = checkpoint_config_file(source)
-    if path is None:
-        return None
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        return f"{path}: not readable JSON ({exc})"
-    if not isinstance(doc, dict) or (doc.get("model_type") != OFFICIAL_MODEL_TYPE and doc.get("type") != POLICY_TYPE):
-        return None  # not a GR00T N1.7 reference config (e.g. our own policy folder, which describes itself)
-    return path, doc
+def _describes_groot_n1_7(doc: Mapping[str, Any]) -> bool:
+    """An official ``Gr00tN1d7`` config or a lerobot ``groot`` policy config (not, e.g., our own policy folder, which
+    describes itself)."""
+    return doc.get("model_type") == OFFICIAL_MODEL_TYPE or doc.get("type") == POLICY_TYPE
 
 
-def checkpoint_config_problems(model_config: Any, source: str | Path) -> list[str]:
-    """Why ``model_config`` cannot run the checkpoint at ``source`` by the reference ``config.json`` beside it
-    (empty when there is none, it is not GR00T N1.7's, or it agrees)."""
-    found = _reference_document(source)
-    if found is None or isinstance(found, str):
-        return [found] if found else []
-    path, doc = found
-    try:
-        fields = reference_model_fields(doc, source=str(path))
-    except ConfigError as exc:
-        return [str(exc)]
-    problems = disagreements(model_config, fields, skip=NOT_COMPARED)
-    if problems:
-        return [f"{path} describes another GR00T N1.7 than the model config: " + "; ".join(problems)
-                + "; set those model fields (or load a matching checkpoint)"]
-    return []
-
-
-def check_checkpoint_config(model_config: Any, source: str | Path) -> None:
-    """ConfigError with :func:`checkpoint_config_problems` when there are any."""
-    problems = checkpoint_config_problems(model_config, source)
-    if problems:
-        raise ConfigError("; ".join(problems))
+checkpoint_config_problems, check_checkpoint_config = checkpoint_config_checks(
+    "GR00T N1.7", policy_type=_describes_groot_n1_7, model_fields=reference_model_fields, not_compared=NOT_COMPARED)

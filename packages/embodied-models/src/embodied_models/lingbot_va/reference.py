@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from embodied_core.errors import ConfigError
-from embodied_models.vla.reference import disagreements, fixed_problems, reference_config, warn_unknown
+from embodied_models.vla.reference import checkpoint_config_checks, fixed_problems, raise_problems, warn_unknown
 
 __all__ = ["ATTN_MODES", "FIXED", "MODEL_FIELDS", "NOT_COMPARED", "RUN_KEYS", "check_checkpoint_config",
            "checkpoint_config_problems", "reference_model_fields"]
@@ -84,34 +82,12 @@ def reference_model_fields(doc: Mapping[str, Any], *, source: str = "config.json
     problems = fixed_problems(doc, FIXED)
     warn_unknown(doc, set(MODEL_FIELDS) | set(FIXED) | set(RUN_KEYS), where="", source=source, port="LingBot-VA",
                  log=logger)
-    if problems:
-        raise ConfigError(f"{source}: " + "; ".join(problems))
+    raise_problems(problems, source)
     fields = {field: doc.get(key, default) for key, (field, default) in MODEL_FIELDS.items()}
     fields["patch_size"] = list(fields["patch_size"])
     fields["attention_backend"] = ATTN_MODES[doc.get("attn_mode", "torch")]
     return fields
 
 
-def checkpoint_config_problems(model_config: Any, source: str | Path) -> list[str]:
-    """Why ``model_config`` cannot run the checkpoint at ``source`` by its lerobot ``config.json`` (empty when there
-    is none, it is not a LingBot-VA policy config, or it agrees)."""
-    found = reference_config(source, policy_type="lingbot_va")
-    if found is None or isinstance(found, str):
-        return [found] if found else []
-    path, doc = found
-    try:
-        fields = reference_model_fields(doc, source=str(path))
-    except ConfigError as exc:
-        return [str(exc)]
-    problems = disagreements(model_config, fields, skip=NOT_COMPARED)
-    if problems:
-        return [f"{path} describes another LingBot-VA than the model config: " + "; ".join(problems)
-                + "; set those model fields (or load a matching checkpoint)"]
-    return []
-
-
-def check_checkpoint_config(model_config: Any, source: str | Path) -> None:
-    """ConfigError with :func:`checkpoint_config_problems` when there are any."""
-    problems = checkpoint_config_problems(model_config, source)
-    if problems:
-        raise ConfigError("; ".join(problems))
+checkpoint_config_problems, check_checkpoint_config = checkpoint_config_checks(
+    "LingBot-VA", policy_type="lingbot_va", model_fields=reference_model_fields, not_compared=NOT_COMPARED)

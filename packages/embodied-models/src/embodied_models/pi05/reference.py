@@ -16,11 +16,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from embodied_core.errors import ConfigError
-from embodied_models.vla.reference import disagreements, fixed_problems, reference_config, warn_unknown
+from embodied_models.vla.reference import (
+    LEROBOT_HUB_KEYS,
+    LEROBOT_OPTIMIZER_KEYS,
+    LEROBOT_SCHEDULER_KEYS,
+    checkpoint_config_checks,
+    fixed_problems,
+    raise_problems,
+    warn_unknown,
+)
 
 __all__ = ["FIXED", "MODEL_FIELDS", "NOT_COMPARED", "RUN_KEYS", "VARIANTS", "check_checkpoint_config",
            "checkpoint_config_problems", "reference_model_fields"]
@@ -76,21 +82,9 @@ RUN_KEYS: dict[str, str] = {
     "freeze_vision_encoder": "--freeze-modules vision_tower",
     "train_expert_only": "--freeze-modules vision_tower,multi_modal_projector,embed_tokens,vlm_norm and "
                          "layers.<i>.vlm of every layer",
-    "optimizer_lr": "--lr-base",
-    "optimizer_betas": "--adam-beta1 / --adam-beta2",
-    "optimizer_eps": "--adam-eps",
-    "optimizer_weight_decay": "--weight-decay",
-    "optimizer_grad_clip_norm": "--clip-grad",
-    "scheduler_warmup_steps": "--lr-warmup-iters",
-    "scheduler_decay_steps": "--lr-decay-iters",
-    "scheduler_decay_lr": "--min-lr",
-    "push_to_hub": "hub upload (not done by embodied)",
-    "repo_id": "hub upload (not done by embodied)",
-    "private": "hub upload (not done by embodied)",
-    "tags": "hub upload (not done by embodied)",
-    "license": "hub upload (not done by embodied)",
-    "pretrained_path": "--pretrained-checkpoint",
-    "pretrained_revision": "hub revision (local paths only)",
+    **LEROBOT_OPTIMIZER_KEYS,
+    **LEROBOT_SCHEDULER_KEYS,
+    **LEROBOT_HUB_KEYS,
 }
 """``PI05Config`` keys that configure the run rather than the network: where our run config sets the same."""
 
@@ -133,8 +127,7 @@ def reference_model_fields(doc: Mapping[str, Any], *, source: str = "config.json
     expert = _variant(doc, "action_expert_variant", "gemma_300m", problems)
     known = set(MODEL_FIELDS) | set(FIXED) | set(RUN_KEYS) | {"paligemma_variant", "action_expert_variant"}
     warn_unknown(doc, known, where="", source=source, port="pi0.5", log=logger)
-    if problems:
-        raise ConfigError(f"{source}: " + "; ".join(problems))
+    raise_problems(problems, source)
     fields = {field: doc.get(key, default) for key, (field, default) in MODEL_FIELDS.items()}
     fields.update(vlm_width=vlm["width"], vlm_mlp_dim=vlm["mlp_dim"], expert_width=expert["width"],
                   expert_mlp_dim=expert["mlp_dim"], depth=vlm["depth"], num_heads=vlm["num_heads"],
@@ -142,27 +135,5 @@ def reference_model_fields(doc: Mapping[str, Any], *, source: str = "config.json
     return fields
 
 
-def checkpoint_config_problems(model_config: Any, source: str | Path) -> list[str]:
-    """Why ``model_config`` cannot run the checkpoint at ``source`` by its lerobot ``config.json`` (empty when there
-    is none, it is not a pi0.5 config, or it agrees)."""
-    found = reference_config(source, policy_type="pi05")
-    if found is None or isinstance(found, str):
-        return [found] if found else []
-    path, doc = found
-    try:
-        fields = reference_model_fields(doc, source=str(path))
-    except ConfigError as exc:
-        return [str(exc)]
-    problems = disagreements(model_config, fields, skip=NOT_COMPARED)
-    if problems:
-        return [f"{path} describes another pi0.5 than the model config: " + "; ".join(problems)
-                + "; set those model fields (or load a matching checkpoint)"]
-    return []
-
-
-def check_checkpoint_config(model_config: Any, source: str | Path) -> None:
-    """ConfigError with :func:`checkpoint_config_problems` when there are any."""
-    problems = checkpoint_config_problems(model_config, source)
-    if problems:
-        raise ConfigError("; ".join(problems))
-
+checkpoint_config_problems, check_checkpoint_config = checkpoint_config_checks(
+    "pi0.5", policy_type="pi05", model_fields=reference_model_fields, not_compared=NOT_COMPARED)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from embodied_models.smolvla.config import SmolVLADataConfig, SmolVLAModelConfig
 from embodied_models.smolvla.reference import checkpoint_config_problems
-from embodied_models.vla.checks import run_config_check, width_problems
+from embodied_models.vla.checks import patch_multiple_problems, run_config_check, width_problems
 
 __all__ = ["check_run_config", "size_problems"]
 
@@ -18,28 +15,20 @@ def size_problems(model: SmolVLAModelConfig, data: SmolVLADataConfig) -> list[st
                               consequence=" (a new action projection, not loadable from a 32-dim checkpoint)")
     problems += width_problems("state", data.state_dim, model.max_state_dim)
     side = data.image_size[0]
-    if side % model.vision_patch_size:
-        problems.append(f"data.image_size {tuple(data.image_size)} is not a multiple of model.vision_patch_size "
-                        f"{model.vision_patch_size}")
+    patch_problems = patch_multiple_problems(data.image_size, model.vision_patch_size)
+    if patch_problems:
+        problems += patch_problems
     elif (side // model.vision_patch_size) % model.scale_factor:
         problems.append(f"data.image_size {tuple(data.image_size)} gives a {side // model.vision_patch_size}-patch "
                         f"grid, not divisible by the pixel shuffle model.scale_factor {model.scale_factor}")
     return problems
 
 
-_size_and_tokenizer_problems = run_config_check(
+check_run_config = run_config_check(
     SmolVLAModelConfig, SmolVLADataConfig, size_problems, needs_folder=lambda model: model.tokenizer == "smolvlm",
     folder_message="SmolVLA tokenizes the task with SmolVLM2's tokenizer: pass --tokenizer-path DIR (a local Hugging "
     "Face tokenizer directory, e.g. HuggingFaceTB/SmolVLM2-500M-Video-Instruct's files) or data.tokenizer_path=DIR; "
-    "model.tokenizer=tiny uses the built-in byte tokenizer instead")
-
-
-def check_run_config(config: Any) -> list[str]:
-    """Extra validation of a RunConfig whose model is SmolVLA (declared in the smolvla specs' ``checks``): sizes,
-    the tokenizer folder, and a lerobot ``config.json`` beside ``--pretrained-checkpoint`` (read before anything is
-    built; see embodied_models.smolvla.reference)."""
-    problems = _size_and_tokenizer_problems(config)
-    checkpoint = getattr(config.training, "pretrained_checkpoint", None)
-    if isinstance(config.model, SmolVLAModelConfig) and checkpoint and Path(checkpoint).exists():
-        problems += checkpoint_config_problems(config.model, checkpoint)
-    return problems
+    "model.tokenizer=tiny uses the built-in byte tokenizer instead", checkpoint_problems=checkpoint_config_problems,
+    doc="Extra validation of a RunConfig whose model is SmolVLA (declared in the smolvla specs' ``checks``): sizes, "
+    "the tokenizer folder, and a lerobot ``config.json`` beside ``--pretrained-checkpoint`` (read before anything is "
+    "built; see embodied_models.smolvla.reference).")

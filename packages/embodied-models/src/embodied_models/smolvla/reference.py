@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from embodied_core.errors import ConfigError
-from embodied_models.vla.reference import disagreements, reference_config
+from embodied_models.vla.reference import (
+    LEROBOT_OPTIMIZER_KEYS,
+    LEROBOT_SCHEDULER_KEYS,
+    checkpoint_config_checks,
+    disagreements,
+)
 
 __all__ = ["POLICY_FIXED", "POLICY_MODEL_FIELDS", "RUN_KEYS", "TEXT_FIXED", "VISION_FIXED", "check_checkpoint_config",
            "checkpoint_config_problems", "policy_problems", "vlm_problems"]
@@ -59,14 +62,8 @@ RUN_KEYS: dict[str, str] = {
     "load_vlm_weights": "the weights come from --pretrained-checkpoint",
     "compile_model": "--compile",
     "compile_mode": "--compile-mode",
-    "optimizer_lr": "--lr-base",
-    "optimizer_betas": "--adam-beta1 / --adam-beta2",
-    "optimizer_eps": "--adam-eps",
-    "optimizer_weight_decay": "--weight-decay",
-    "optimizer_grad_clip_norm": "--clip-grad",
-    "scheduler_warmup_steps": "--lr-warmup-iters",
-    "scheduler_decay_steps": "--lr-decay-iters",
-    "scheduler_decay_lr": "--min-lr",
+    **LEROBOT_OPTIMIZER_KEYS,
+    **LEROBOT_SCHEDULER_KEYS,
     "device": "the trainer's device",
     "use_amp": "--dtype",
     "use_peft": "--use-lora / --lora-*",
@@ -134,28 +131,18 @@ def _normalized(fields: dict[str, Any]) -> dict[str, Any]:
             "prefix_length": max(-1, int(fields["prefix_length"]))}
 
 
-def checkpoint_config_problems(model_config: Any, source: str | Path) -> list[str]:
-    """Why ``model_config`` cannot run the checkpoint at ``source`` by its lerobot ``config.json`` (empty when there
-    is none, it is not a SmolVLA config, or it agrees)."""
-    found = reference_config(source, policy_type="smolvla")
-    if found is None or isinstance(found, str):
-        return [found] if found else []
-    path, doc = found
-    problems = policy_problems(doc)
-    if problems:
-        return [f"{path}: " + "; ".join(problems)]
-    theirs = _normalized({field: doc.get(key, default) for key, (field, default) in POLICY_MODEL_FIELDS.items()})
+def _network_fields(doc: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """The network fields (:data:`POLICY_MODEL_FIELDS`) a lerobot ``SmolVLAConfig`` document sets, absent keys at
+    lerobot's defaults, equivalent spellings made equal (``source`` is not read: :func:`policy_problems` names what
+    this port does not implement before the fields are read)."""
+    return _normalized({field: doc.get(key, default) for key, (field, default) in POLICY_MODEL_FIELDS.items()})
+
+
+def _model_disagreements(model_config: Any, theirs: dict[str, Any]) -> list[str]:
     ours = _normalized({field: getattr(model_config, field) for field in theirs})
-    mismatched = disagreements(SimpleNamespace(**ours), theirs)
-    if mismatched:
-        return [f"{path} describes another SmolVLA than the model config: " + "; ".join(mismatched)
-                + "; set those model fields (or load a matching checkpoint)"]
-    return []
+    return disagreements(SimpleNamespace(**ours), theirs)
 
 
-def check_checkpoint_config(model_config: Any, source: str | Path) -> None:
-    """ConfigError with :func:`checkpoint_config_problems` when there are any."""
-    problems = checkpoint_config_problems(model_config, source)
-    if problems:
-        raise ConfigError("; ".join(problems))
-
+checkpoint_config_problems, check_checkpoint_config = checkpoint_config_checks(
+    "SmolVLA", policy_type="smolvla", model_fields=_network_fields, refused=policy_problems,
+    compare=_model_disagreements)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from embodied_models.vla.checks import run_config_check, width_problems
 from embodied_models.xvla.config import XvlaDataConfig, XvlaModelConfig
 from embodied_models.xvla.layouts import layout_problems
@@ -60,19 +57,11 @@ def size_problems(model: XvlaModelConfig, data: XvlaDataConfig) -> list[str]:
     return problems
 
 
-_size_and_tokenizer_problems = run_config_check(
+check_run_config = run_config_check(
     XvlaModelConfig, XvlaDataConfig, size_problems, needs_folder=lambda model: model.tokenizer == "bart",
     folder_message="X-VLA tokenizes its instruction with the BART tokenizer: pass --tokenizer-path DIR (a local "
     "Hugging Face tokenizer directory, e.g. facebook/bart-large) or data.tokenizer_path=DIR; model.tokenizer=bytes "
-    "uses the built-in byte tokenizer instead")
-
-
-def check_run_config(config: Any) -> list[str]:
-    """Extra validation of a RunConfig whose model is X-VLA (declared in the xvla specs' ``checks``): sizes, the
-    tokenizer folder, and a reference ``config.json`` beside ``--pretrained-checkpoint`` (read before anything is
-    built; see embodied_models.xvla.reference)."""
-    problems = _size_and_tokenizer_problems(config)
-    checkpoint = getattr(config.training, "pretrained_checkpoint", None)
-    if isinstance(config.model, XvlaModelConfig) and checkpoint and Path(checkpoint).exists():
-        problems += checkpoint_config_problems(config.model, checkpoint)
-    return problems
+    "uses the built-in byte tokenizer instead", checkpoint_problems=checkpoint_config_problems,
+    doc="Extra validation of a RunConfig whose model is X-VLA (declared in the xvla specs' ``checks``): sizes, the "
+    "tokenizer folder, and a reference ``config.json`` beside ``--pretrained-checkpoint`` (read before anything is "
+    "built; see embodied_models.xvla.reference).")

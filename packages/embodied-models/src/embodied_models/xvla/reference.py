@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from embodied_core.errors import ConfigError
 from embodied_models.vla.reference import (
+    LEROBOT_HUB_KEYS,
+    LEROBOT_OPTIMIZER_KEYS,
+    LEROBOT_SCHEDULER_KEYS,
+    checkpoint_config_checks,
     checkpoint_config_file,
     disagreements,
     fixed_problems,
-    reference_config,
+    raise_problems,
     same,
     warn_unknown,
 )
@@ -154,23 +156,11 @@ RUN_KEYS: dict[str, str] = {
     "freeze_language_encoder": "--freeze-modules vlm.language_model",
     "train_policy_transformer": "--freeze-modules transformer",
     "train_soft_prompts": "--freeze-modules transformer.soft_prompt_hub",
-    "optimizer_lr": "--lr-base",
-    "optimizer_betas": "--adam-beta1 / --adam-beta2",
-    "optimizer_eps": "--adam-eps",
-    "optimizer_weight_decay": "--weight-decay",
-    "optimizer_grad_clip_norm": "--clip-grad",
+    **LEROBOT_OPTIMIZER_KEYS,
     "optimizer_soft_prompt_lr_scale": "--lr-group transformer.soft_prompt_hub=<LR>",
     "optimizer_soft_prompt_warmup_lr_scale": "--lr-group (no separate warm-up of the soft prompts' LR)",
-    "scheduler_warmup_steps": "--lr-warmup-iters",
-    "scheduler_decay_steps": "--lr-decay-iters",
-    "scheduler_decay_lr": "--min-lr",
-    "push_to_hub": "hub upload (not done by embodied)",
-    "repo_id": "hub upload (not done by embodied)",
-    "private": "hub upload (not done by embodied)",
-    "tags": "hub upload (not done by embodied)",
-    "license": "hub upload (not done by embodied)",
-    "pretrained_path": "--pretrained-checkpoint",
-    "pretrained_revision": "hub revision (local paths only)",
+    **LEROBOT_SCHEDULER_KEYS,
+    **LEROBOT_HUB_KEYS,
 }
 """lerobot ``XVLAConfig`` keys that configure the run, not the network: where our run config sets the same."""
 
@@ -289,18 +279,13 @@ def _florence_fields(florence: Mapping[str, Any], where: str, problems: list[str
     return fields
 
 
-def _raise(problems: list[str], source: str) -> None:
-    if problems:
-        raise ConfigError(f"{source}: " + "; ".join(problems))
-
-
 def florence_model_fields(florence: Mapping[str, Any], *, source: str = "florence_config",
                           where: str = "florence_config") -> dict[str, Any]:
     """The ``model.*`` fields a Florence-2 config (native or remote-code format) sets, absent keys at the
     reference's defaults; ConfigError naming ``source`` and every key whose value this port does not implement."""
     problems: list[str] = []
     fields = _florence_fields(florence, where, problems, source)
-    _raise(problems, source)
+    raise_problems(problems, source)
     return fields
 
 
@@ -321,14 +306,14 @@ def reference_model_fields(doc: Mapping[str, Any], *, source: str = "config.json
     problems: list[str] = []
     fields = _florence_fields(_section(doc, "florence_config", "", problems), "florence_config", problems, source)
     if not doc.get("florence_config"):
-        _raise(problems, source)
+        raise_problems(problems, source)
     policy = _mapped(doc, POLICY_FIELDS)
     if isinstance(policy["action_mode"], str):
         policy["action_mode"] = policy["action_mode"].lower()  # lerobot lowercases it before use
     problems += _fixed(doc, POLICY_FIXED, "")
     known = set(POLICY_FIELDS) | set(POLICY_FIXED) | set(RUN_KEYS) | {"florence_config", "model_type"} | set(NOT_USED)
     _warn_unknown(doc, known, "", source)
-    _raise(problems, source)
+    raise_problems(problems, source)
     return {**fields, **policy}
 
 
@@ -338,26 +323,5 @@ def config_disagreements(model_config: Any, fields: Mapping[str, Any]) -> list[s
     return disagreements(model_config, fields, skip=NOT_COMPARED)
 
 
-def checkpoint_config_problems(model_config: Any, source: str | Path) -> list[str]:
-    """Why ``model_config`` cannot run the checkpoint at ``source`` by its reference ``config.json`` (empty when
-    there is none, it is not an X-VLA reference config, or it agrees)."""
-    found = reference_config(source, policy_type="xvla")
-    if found is None or isinstance(found, str):
-        return [found] if found else []
-    path, doc = found
-    try:
-        fields = reference_model_fields(doc, source=str(path))
-    except ConfigError as exc:
-        return [str(exc)]
-    problems = config_disagreements(model_config, fields)
-    if problems:
-        return [f"{path} describes another X-VLA than the model config: " + "; ".join(problems)
-                + "; set those model fields (or load a matching checkpoint)"]
-    return []
-
-
-def check_checkpoint_config(model_config: Any, source: str | Path) -> None:
-    """ConfigError with :func:`checkpoint_config_problems` when there are any."""
-    problems = checkpoint_config_problems(model_config, source)
-    if problems:
-        raise ConfigError("; ".join(problems))
+checkpoint_config_problems, check_checkpoint_config = checkpoint_config_checks(
+    "X-VLA", policy_type="xvla", model_fields=reference_model_fields, not_compared=NOT_COMPARED)
