@@ -1,7 +1,7 @@
 """GR00T N1.6's Eagle3 backbone against transformers' own classes where they compute the same thing (tiny sizes):
 the truncated language model is ``Qwen3Model`` cut to ``select_layer`` layers (left padding, plain column positions,
-final norm), and the vision tower with windows and RoPE off (the released Eagle config) is ``Siglip2VisionModel``;
-windowed layers never mix tiles or images."""
+final norm), and the vision tower with windows and RoPE off (the released Eagle config) is ``Siglip2VisionModel``
+(the same state dict, SigLIP2's unread pooling head included); windowed layers never mix tiles or images."""
 
 from __future__ import annotations
 
@@ -48,9 +48,8 @@ def test_tower_without_windows_or_rope_is_transformers_siglip2(model_cfg):
     reference = Siglip2VisionModel(Siglip2VisionConfig(
         hidden_size=cfg.vision_width, intermediate_size=cfg.vision_mlp_dim, num_hidden_layers=cfg.vision_depth,
         num_attention_heads=cfg.vision_num_heads, num_patches=cfg.vision_num_patches,
-        patch_size=cfg.vision_patch_size, layer_norm_eps=cfg.vision_layer_norm_eps, vision_use_head=False)).eval()
-    missing, unexpected = reference.load_state_dict(tower.state_dict(), strict=False)
-    assert not missing and not unexpected
+        patch_size=cfg.vision_patch_size, layer_norm_eps=cfg.vision_layer_norm_eps)).eval()
+    reference.load_state_dict(tower.state_dict(), strict=True)  # the same names, the pooling head included
     images = [torch.randn(3, 32, 48), torch.randn(3, 48, 16)]
     grids = [(4, 6), (6, 2)]
     length = max(h * w for h, w in grids)

@@ -1,7 +1,8 @@
 """GR00T N1.6 checkpoint layouts through the key map with a strict report: the official Hugging Face folder
-(config.json ``Gr00tN1d6``, sharded safetensors with an index, SigLIP2's unread pooling head, an LM head), LoongForge's
-``model.``-prefixed policy state dict with a tied LM head only, our own names; sizes in config.json that disagree
-with the model, and stray or missing keys, are errors naming them."""
+(config.json ``Gr00tN1d6``, sharded safetensors with an index, SigLIP2's unread pooling head, an LM head), the
+``model.vision_pooling_head`` switch, LoongForge's ``model.``-prefixed policy state dict with a tied LM head only,
+our own names; sizes in config.json that disagree with the model, and stray or missing keys, are errors naming
+them."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def official_config(model: GrootN16Model, **changes) -> dict:
     return doc
 
 
-def _model(seed: int) -> GrootN16Model:
-    config = load_config("groot_n1_6_tiny", training={"dataset_format": "dummy_datasets"}, data=DATA)
+def _model(seed: int, **model) -> GrootN16Model:
+    config = load_config("groot_n1_6_tiny", training={"dataset_format": "dummy_datasets"}, model=model, data=DATA)
     torch.manual_seed(seed)
     return build_model(config.model, config.data)
 
@@ -77,17 +78,42 @@ def _assert_same_weights(a: GrootN16Model, b: GrootN16Model) -> None:
 def test_official_sharded_folder_loads_strictly(tmp_path):
     source = _model(1)
     state = official_names(source.state_dict())
-    width = source.config.vision_width
-    state["backbone.model.vision_model.vision_model.head.probe"] = torch.zeros(1, 1, width)
+    assert "backbone.model.vision_model.vision_model.head.probe" in state  # SigLIP2's pooling head, as released
     state["backbone.model.language_model.lm_head.weight"] = state[
         "backbone.model.language_model.model.embed_tokens.weight"].clone()
     folder = _write_sharded(tmp_path / "GR00T-N1.6-3B", state, official_config(source))
     target = _model(2)
     report = target.load_pretrained_checkpoint(folder)
     assert report.ok and len(report.loaded) == len(target.state_dict())
-    assert set(report.ignored) == {"backbone.model.vision_model.vision_model.head.probe",
-                                   "backbone.model.language_model.lm_head.weight"}
+    assert "backbone.vision.head.attention.in_proj_weight" in report.loaded
+    assert report.ignored == ["backbone.model.language_model.lm_head.weight"]
     _assert_same_weights(source, target)
+
+
+def test_the_pooling_head_switch_decides_what_a_checkpoint_must_hold(tmp_path):
+    """A checkpoint without SigLIP2's pooling head is an error naming model.vision_pooling_head=false; with that
+    setting it loads, and an official checkpoint's head keys are dropped as declared (listed as ignored)."""
+    source = _model(11)
+    state = official_names(source.state_dict())
+    headless = {k: v for k, v in state.items() if ".vision_model.head." not in k}
+    save_file(headless, str(tmp_path / "headless.safetensors"))
+    with pytest.raises(CheckpointError, match=r"(?s)missing: backbone\.vision\.head\.probe.*"
+                                              r"set model\.vision_pooling_head=false"):
+        _model(12).load_pretrained_checkpoint(tmp_path / "headless.safetensors")
+    report = _model(12, vision_pooling_head=False).load_pretrained_checkpoint(tmp_path / "headless.safetensors")
+    assert report.ok and not report.ignored
+    save_file(state, str(tmp_path / "official.safetensors"))
+    target = _model(13, vision_pooling_head=False)
+    report = target.load_pretrained_checkpoint(tmp_path / "official.safetensors")
+    assert report.ok and len(report.loaded) == len(target.state_dict())
+    dropped = sorted(k for k in state if ".vision_model.head." in k)
+    assert sorted(report.ignored) == dropped and len(dropped) == 11
+    own = {k: v.contiguous() for k, v in source.state_dict().items()}
+    report = _model(14, vision_pooling_head=False).load_pretrained_checkpoint(own)
+    assert sorted(report.ignored) == sorted(k for k in own if k.startswith("backbone.vision.head."))
+    with pytest.raises(CheckpointError, match=r"missing: backbone\.vision\.head\.probe"):
+        _model(15).load_pretrained_checkpoint(headless, allow_missing=("backbone.vision.head.attention.*",))
+    assert _model(15).load_pretrained_checkpoint(headless, allow_missing=("backbone.vision.head.*",)).missing
 
 
 def test_loongforge_policy_state_with_a_tied_lm_head_only(tmp_path):

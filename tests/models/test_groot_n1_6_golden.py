@@ -1,10 +1,10 @@
 """GR00T N1.6 against LoongForge's own ``groot_n1_6`` (``../shared/fixtures/groot_n1_6_loongforge``, c6275661).
 
-The fixture's complete ``Gr00tN1d6`` state dict (the official N1.6 key layout) goes through the model's strict
-loader. Contract 1, the action head with backbone features given: the training forward with the recorded noise and
-time draws, and 4-step sampling. Contract 2, backbone + head end to end from token ids, attention mask and the
-pixel list (two images of different sizes, windowed SigLIP2 layers with 2-D RoPE, left padding). Eval mode (DiT
-dropout off). README tolerance: atol = rtol = 1e-5; backbone features on real tokens only.
+The fixture's complete ``Gr00tN1d6`` state dict (the official N1.6 key layout, SigLIP2's pooling head included) goes
+through the model's strict loader. Contract 1, the action head with backbone features given: the training forward
+with the recorded noise and time draws, and 4-step sampling. Contract 2, backbone + head end to end from token ids,
+attention mask and the pixel list (two images of different sizes, windowed SigLIP2 layers with 2-D RoPE, left
+padding). Eval mode (DiT dropout off). README tolerance: atol = rtol = 1e-5; backbone features on real tokens only.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from embodied_models.groot.head import ActionHeadInputs
-from embodied_models.groot_n1_6.checkpoint import KEY_MAP, map_key
+from embodied_models.groot_n1_6.checkpoint import KEY_MAP, KEY_MAP_WITHOUT_POOLING_HEAD, map_key
 from embodied_models.groot_n1_6.config import GrootN16DataConfig, GrootN16ModelConfig
 from embodied_models.groot_n1_6.modeling import GrootN16Model
 from tests.support import FIXTURES_DIR
@@ -71,10 +71,17 @@ def golden():
 
 
 def test_the_official_key_layout_maps_with_the_declared_drops():
+    """The fixture is a complete Gr00tN1d6 state dict: SigLIP2's pooling head maps onto ``backbone.vision.head.*``
+    (model.vision_pooling_head=true, the default) and only the tied LM head is dropped; with the switch off the
+    pooling head's 11 tensors are declared drops too."""
     state = load_file(FIXTURE / "model.safetensors")
     assert map_key("backbone.model.mlp1.3.weight") == "backbone.projector.3.weight"
     assert map_key("model.backbone.model.language_model.model.norm.weight") == "backbone.norm.weight"
+    assert map_key("backbone.model.vision_model.vision_model.head.probe") == "backbone.vision.head.probe"
     dropped = sorted(k for k in state if KEY_MAP.is_ignored(k) or KEY_MAP.tie(k))
+    assert dropped == ["backbone.model.language_model.lm_head.weight"]
+    headless = KEY_MAP_WITHOUT_POOLING_HEAD
+    dropped = sorted(k for k in state if headless.target(k) is None and (headless.is_ignored(k) or headless.tie(k)))
     assert dropped[0] == "backbone.model.language_model.lm_head.weight"
     assert all(".vision_model.head." in k for k in dropped[1:]) and len(dropped) == 12
 

@@ -39,10 +39,12 @@ def _count(module: nn.Module) -> int:
 
 def test_full_size_parameter_count_matches_the_official_module():
     """The official module recounted from the released configs: transformers' SigLIP2 tower (with the attention
-    pooling head Eagle builds and never reads), the projector, Qwen3 at 16 layers with the tied LM head, the head."""
+    pooling head Eagle builds and never reads), the projector, Qwen3 at 16 layers with the tied LM head, the head.
+    Ours builds the pooling head too (model.vision_pooling_head, default true); switched off it is 15,238,352 less."""
     model_cfg, data_cfg = _configs("groot_n1_6")
     with torch.device("meta"):
         model = build_model(model_cfg, data_cfg)
+        without = build_model(attrs.evolve(model_cfg, vision_pooling_head=False), data_cfg)
         text = qwen3_config(model_cfg)
         text.tie_word_embeddings = True  # Eagle-Block2A-2B-v2's text_config
         llm = Qwen3ForCausalLM(text)
@@ -52,12 +54,37 @@ def test_full_size_parameter_count_matches_the_official_module():
             num_patches=model_cfg.vision_num_patches, patch_size=model_cfg.vision_patch_size))
     head, backbone = model.action_head, model.backbone
     pooling = sum(p.numel() for n, p in tower.named_parameters() if n.startswith("head."))
-    assert _count(backbone.vision) + pooling == _count(tower)
+    assert pooling == _count(backbone.vision.head) == 15_238_352
+    assert _count(backbone.vision) == _count(tower)
     assert _count(backbone.embed_tokens) + _count(backbone.layers) + _count(backbone.norm) == _count(llm)
     official = _count(tower) + _count(backbone.projector) + _count(llm) + _count(head)
-    assert _count(model) + pooling == official == 2_975_968_192
-    assert _count(model) == 2_960_729_840 and abs(_count(model) / official - 1) < 0.0052
+    assert _count(model) == official == 2_975_968_192
+    assert without.backbone.vision.head is None and _count(without) == official - pooling == 2_960_729_840
     assert _count(head.model) == 1_091_722_240 and _count(head) == 1_418_624_000
+
+
+def test_the_pooling_head_is_always_frozen_and_never_read():
+    """SigLIP2's pooling head: frozen and in eval mode with model.tune_visual=true (no unused trainable parameters
+    for DDP / FSDP), and the forward does not read it (its weights do not change the loss)."""
+    model_cfg, data_cfg = _configs(tune_llm=True, tune_visual=True, dropout=0.0)
+    torch.manual_seed(0)
+    model = build_model(model_cfg, data_cfg).train()
+    pooling = model.backbone.vision.head
+    assert not any(p.requires_grad for p in pooling.parameters()) and not pooling.training
+    assert all(p.requires_grad for n, p in model.named_parameters() if not n.startswith("backbone.vision.head."))
+    model.backbone.set_trainable(tune_llm=True, tune_visual=True, tune_top_llm_layers=1)
+    assert not any(p.requires_grad for p in pooling.parameters())
+    batch = _batch(model_cfg, data_cfg)
+    model.seed_rng(2)
+    draws = model.draw(batch)
+    before = model.training_terms(batch, draws)["loss"]
+    with torch.no_grad():
+        for p in pooling.parameters():
+            p.add_(1.0)
+    torch.testing.assert_close(model.training_terms(batch, draws)["loss"], before, atol=0.0, rtol=0.0)
+    without = build_model(*_configs(vision_pooling_head=False))
+    assert without.backbone.vision.head is None
+    assert not any(n.startswith("backbone.vision.head.") for n in without.state_dict())
 
 
 def test_tiny_preset_freezes_the_backbone_but_its_top_layer():
@@ -71,7 +98,7 @@ def test_tiny_preset_freezes_the_backbone_but_its_top_layer():
     model.train()
     assert not model.backbone.layers.training and not model.backbone.vision.training and model.action_head.training
     everything = build_model(*_configs(tune_llm=True, tune_visual=True))
-    assert all(p.requires_grad for p in everything.parameters())
+    assert all(p.requires_grad != n.startswith("backbone.vision.head.") for n, p in everything.named_parameters())
     head_only = build_model(*_configs(tune_top_llm_layers=0, tune_projector=False, tune_vlln=False))
     assert {n for n, p in head_only.named_parameters() if p.requires_grad} == {
         n for n, _ in head_only.named_parameters() if n.startswith("action_head.model.")}
@@ -86,7 +113,8 @@ def test_every_trainable_parameter_gets_a_gradient():
     out = model(_batch(model_cfg, data_cfg))
     assert out.loss.ndim == 0 and torch.isfinite(out.loss)
     out.loss.backward()
-    assert [n for n, p in model.named_parameters() if p.grad is None or not p.grad.any()] == []
+    assert [n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or not p.grad.any())] == []
+    assert all(p.grad is None for p in model.backbone.vision.head.parameters())  # frozen, never read
 
 
 def test_loss_is_the_masked_mean_and_sampling_is_deterministic():

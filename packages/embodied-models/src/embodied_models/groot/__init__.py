@@ -12,6 +12,13 @@
   actions, normalizers, postprocessing).
 - :mod:`.embodiments`: embodiment-tag tables and their messages (each port keeps its own table).
 - :mod:`.trainer`: the draw-generator trainer and the meta/modality.json camera names.
+- :mod:`.model`: the model plugin base (generator members, draws, training terms, loss, sampling, LoRA names).
+- :mod:`.config`: the config fields both ports declare alike, placed in each port's order, and the shared rules.
+- :mod:`.batch`: the fields every GR00T batch has.
+- :mod:`.backbone`: the language-model config sizes, the causal + padding mask, the pixel statistics and RoPE
+  buffers.
+- :mod:`.processor`: the built-in byte-level tokenizer, the pad id, the processor statistics checks.
 
-What only looks alike stays in the ports (the backbones, the processors and prompt layouts, the configs).
+What only looks alike stays in the ports (the towers and what the features are, the prompt layouts, the fields
+whose defaults or docstrings differ): README.md says why, piece by piece.
 """

@@ -3,9 +3,10 @@ the training terms with given draws, and Euler sampling.
 
 GR00T's time runs the opposite way to pi0.5: t = 0 is noise and t = 1 is data, ``x_t = (1 - t) noise + t action``,
 the target is ``action - noise`` and the network sees only the bucket ``int(t * num_timestep_buckets)``; sampling
-integrates ``num_steps`` Euler steps from t = 0 up. A head provides its modules (``action_encoder``,
-``position_embedding``, ``model`` (the DiT), ``action_decoder``) and how it encodes the backbone features and the
-state (:meth:`FlowMatchingHead.encode_context`, :meth:`FlowMatchingHead.encode_state`); the rest is here.
+integrates ``num_steps`` Euler steps from t = 0 up. A head builds its modules with
+:meth:`FlowMatchingHead.build_modules` (``model`` (the DiT), ``state_encoder``, ``action_encoder``,
+``action_decoder``, ``vlln``, optionally ``vl_self_attention``, ``position_embedding``, in the checkpoints' order)
+and says how it encodes the backbone features (:meth:`FlowMatchingHead.encode_context`); the rest is here.
 
 Shape legend: B batch, H action tokens (model.action_horizon), A max_action_dim, S max_state_dim, L backbone
 tokens, D token width (input_embedding_dim), C backbone width.
@@ -14,11 +15,15 @@ tokens, D token width (input_embedding_dim), C backbone width.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import torch
+from torch import nn
 
-from embodied_models.groot.layers import masked_flow_loss
+from embodied_models.groot.dit import AlternateVLDiT
+from embodied_models.groot.layers import CategorySpecificMLP, MultiEmbodimentActionEncoder, masked_flow_loss
 
 __all__ = ["ActionHeadInputs", "FlowMatchingHead"]
 
@@ -44,15 +49,36 @@ class ActionHeadInputs:
 
 class FlowMatchingHead(abc.ABC):
     """Mixin of a GR00T action head (an ``nn.Module`` with ``config.num_timestep_buckets``, ``action_encoder``,
-    ``position_embedding``, ``model`` and ``action_decoder``); the head defines the two encoders."""
+    ``position_embedding``, ``model`` and ``action_decoder``); the head defines how it encodes the features."""
+
+    def build_modules(self, config: Any, *, vl_self_attention: Callable[[], nn.Module] | None = None) -> None:
+        """Builds the modules of a GR00T head from the model section, in the order the checkpoints (and the random
+        init) have them: the AlternateVL DiT ``model``, ``state_encoder``, ``action_encoder``, ``action_decoder``,
+        ``vlln``, ``vl_self_attention`` (built by the factory, when given) and ``position_embedding`` (N(0, 0.02))."""
+        self.model = AlternateVLDiT(num_layers=config.dit_num_layers, num_heads=config.dit_num_heads,
+                                    head_dim=config.dit_head_dim, output_dim=config.hidden_size,
+                                    cross_attention_dim=config.llm_width,
+                                    attend_text_every_n_blocks=config.attend_text_every_n_blocks,
+                                    dropout=config.dropout)
+        self.state_encoder = CategorySpecificMLP(config.max_num_embodiments, config.max_state_dim, config.hidden_size,
+                                                 config.input_embedding_dim)
+        self.action_encoder = MultiEmbodimentActionEncoder(config.max_action_dim, config.input_embedding_dim,
+                                                           config.max_num_embodiments)
+        self.action_decoder = CategorySpecificMLP(config.max_num_embodiments, config.hidden_size, config.hidden_size,
+                                                  config.max_action_dim)
+        self.vlln = nn.LayerNorm(config.llm_width)
+        if vl_self_attention is not None:
+            self.vl_self_attention = vl_self_attention()
+        self.position_embedding = nn.Embedding(config.max_seq_len, config.input_embedding_dim)
+        nn.init.normal_(self.position_embedding.weight, mean=0.0, std=0.02)
 
     @abc.abstractmethod
     def encode_context(self, features: torch.Tensor) -> torch.Tensor:
         """What the DiT cross-attends to, from the backbone features [B, L, C]."""
 
-    @abc.abstractmethod
     def encode_state(self, state: torch.Tensor, embodiment_id: torch.Tensor) -> torch.Tensor:
-        """The state token [B, 1, D] from the state [B, 1, S]."""
+        """The state token [B, 1, D] from the state [B, 1, S] (the category-specific ``state_encoder``)."""
+        return self.state_encoder(state.reshape(state.shape[0], 1, -1), embodiment_id)
 
     def velocity(self, x_t: torch.Tensor, buckets: torch.Tensor, context: torch.Tensor, state_token: torch.Tensor,
                  inputs: ActionHeadInputs) -> torch.Tensor:

@@ -12,25 +12,30 @@ Per sample (Isaac-GR00T ``Gr00tN1d7Processor`` / LoongForge ``GrootN1d6FeatureTr
    ``model.action_horizon`` steps, with ``action_mask`` = 1 on the real dims of the ``data.action_horizon`` data
    steps (steps past the episode end too, unless ``data.mask_padded_actions``).
 
-Each port turns the instruction and the views into its own prompt (its processor) and names itself in messages.
+Each port turns the instruction and the views into its own prompt (its processor: :class:`GrootPromptTransform`
+asks it for the prompt ids) and names itself in messages. :class:`GrootCollateBase` left-pads the prompts, marks
+the image tokens and stacks the rest into the port's batch class; :func:`groot_transforms` assembles the
+``Transforms``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from embodied_core.errors import DataError
+from embodied_core.errors import ConfigError, DataError
+from embodied_core.model_api import Transforms
 from embodied_models.groot.images import as_uint8_frames, groot_view
 from embodied_models.groot.normalize import GrootNormalizer
 
 if TYPE_CHECKING:
     from embodied_core.protocols import Stats
 
-__all__ = ["GrootSampleTransformBase", "camera_candidates", "formalize", "make_normalizers"]
+__all__ = ["GrootCollateBase", "GrootPromptTransform", "GrootSampleTransformBase", "camera_candidates", "formalize",
+           "groot_transforms", "make_normalizers", "require_camera_keys"]
 
 _PUNCTUATION = re.compile(r"[^\w\s]")
 
@@ -166,3 +171,83 @@ def make_normalizers(data_config: Any, stats: Stats | None) -> tuple[GrootNormal
             raise DataError(f"the statistics of data.{kind}_key have {norm.dim} dimensions but data.{kind}_dim is "
                             f"{dim}")
     return norms  # type: ignore[return-value]
+
+
+class GrootPromptTransform(GrootSampleTransformBase):
+    """A GR00T sample transform whose prompt comes from a processor with ``tokens_per_image(height, width)`` and
+    ``prompt_ids(text, num_images=, tokens_per_image=)`` (picklable: runs in DataLoader workers); also takes
+    inference observations (the same keys without ``action``). A port sets :attr:`model_label` and
+    :attr:`embodiment_slot` (its tag table).
+
+    Args:
+        model_config, data_config: the run's sections.
+        processor: the port's prompt processor.
+        state_norm, action_norm: normalizers of ``data.state_key`` / ``data.action_key`` (None: raw values).
+    """
+
+    embodiment_slot: ClassVar[Callable[[str, int | None], int]]
+    """``(data.embodiment_tag, data.embodiment_id) -> slot`` of the port's table (a staticmethod)."""
+
+    def __init__(self, model_config: Any, data_config: Any, processor: Any, state_norm: GrootNormalizer | None,
+                 action_norm: GrootNormalizer | None) -> None:
+        super().__init__(model_config, data_config, state_norm, action_norm,
+                         slot=self.embodiment_slot(data_config.embodiment_tag, data_config.embodiment_id))
+        self.processor = processor
+        self.tokens_per_image = processor.tokens_per_image(*data_config.image_size)
+
+    def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
+        images = self.views(sample)
+        text = self.instruction(sample)
+        ids = self.processor.prompt_ids(text, num_images=images.shape[0], tokens_per_image=self.tokens_per_image)
+        return {"images": images, "input_ids": torch.tensor(ids, dtype=torch.long), **self.common_fields(sample)}
+
+
+class GrootCollateBase:
+    """Stacks transformed samples into the port's :attr:`batch_class`, left-padding the prompts with
+    ``pad_token_id`` and marking the ``image_token_id`` tokens of the real ones (picklable; runs in the DataLoader
+    workers). A port adds fields of its own with :meth:`extra_fields`.
+
+    Args:
+        pad_token_id, image_token_id: the processor's padding and image-token ids.
+    """
+
+    batch_class: ClassVar[type]
+    """The port's batch (fields of :class:`~embodied_models.groot.batch.GrootBatchFields`, plus its own)."""
+
+    def __init__(self, pad_token_id: int, image_token_id: int) -> None:
+        self.pad_token_id = pad_token_id
+        self.image_token_id = image_token_id
+
+    def extra_fields(self, attention_mask: torch.Tensor, image_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The port's own batch fields from the padded masks (none here)."""
+        return {}
+
+    def __call__(self, samples: Sequence[Mapping[str, Any]]) -> Any:
+        length = max(int(s["input_ids"].shape[0]) for s in samples)
+        ids = torch.full((len(samples), length), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros(len(samples), length, dtype=torch.bool)
+        for row, s in enumerate(samples):
+            n = int(s["input_ids"].shape[0])
+            ids[row, length - n:] = s["input_ids"]
+            mask[row, length - n:] = True
+        has_actions = "actions" in samples[0]
+        image_mask = (ids == self.image_token_id) & mask
+        return self.batch_class(
+            images=torch.stack([s["images"] for s in samples]), input_ids=ids, attention_mask=mask,
+            image_mask=image_mask, state=torch.stack([s["state"] for s in samples]),
+            embodiment_id=torch.stack([s["embodiment_id"] for s in samples]),
+            actions=torch.stack([s["actions"] for s in samples]) if has_actions else None,
+            action_mask=torch.stack([s["action_mask"] for s in samples]) if has_actions else None,
+            sample_index=torch.stack([s["sample_index"] for s in samples]), **self.extra_fields(mask, image_mask))
+
+
+def require_camera_keys(data_config: Any, label: str) -> None:
+    """ConfigError unless ``data.camera_keys`` names the views (``label``: the port, e.g. ``GR00T N1.6``)."""
+    if data_config.camera_keys is None:
+        raise ConfigError([f"data.camera_keys is not set; {label} needs its views named (data.camera_keys=[...])"])
+
+
+def groot_transforms(transform: GrootSampleTransformBase, collate: GrootCollateBase) -> Transforms:
+    """The ``Transforms`` of a GR00T port: its sample transform, its collate function, and unnormalizing sampled
+    actions to dataset units."""
+    return Transforms(sample_transform=transform, collate_fn=collate, postprocess_actions=transform.unnormalize_actions)

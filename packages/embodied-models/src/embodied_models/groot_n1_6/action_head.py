@@ -16,9 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from embodied_models.groot.dit import AlternateVLDiT
 from embodied_models.groot.head import FlowMatchingHead
-from embodied_models.groot.layers import CategorySpecificMLP, MultiEmbodimentActionEncoder
 from embodied_models.groot_n1_6.config import GrootN16ModelConfig
 
 __all__ = ["GrootN16ActionHead"]
@@ -31,20 +29,7 @@ class GrootN16ActionHead(FlowMatchingHead, nn.Module):
     def __init__(self, config: GrootN16ModelConfig) -> None:
         super().__init__()
         self.config = config
-        self.model = AlternateVLDiT(num_layers=config.dit_num_layers, num_heads=config.dit_num_heads,
-                                    head_dim=config.dit_head_dim, output_dim=config.hidden_size,
-                                    cross_attention_dim=config.llm_width,
-                                    attend_text_every_n_blocks=config.attend_text_every_n_blocks,
-                                    dropout=config.dropout)
-        self.state_encoder = CategorySpecificMLP(config.max_num_embodiments, config.max_state_dim, config.hidden_size,
-                                                 config.input_embedding_dim)
-        self.action_encoder = MultiEmbodimentActionEncoder(config.max_action_dim, config.input_embedding_dim,
-                                                           config.max_num_embodiments)
-        self.action_decoder = CategorySpecificMLP(config.max_num_embodiments, config.hidden_size, config.hidden_size,
-                                                  config.max_action_dim)
-        self.vlln = nn.LayerNorm(config.llm_width)
-        self.position_embedding = nn.Embedding(config.max_seq_len, config.input_embedding_dim)
-        nn.init.normal_(self.position_embedding.weight, mean=0.0, std=0.02)
+        self.build_modules(config)
         self.set_trainable(tune_projector=config.tune_projector, tune_diffusion_model=config.tune_diffusion_model,
                            tune_vlln=config.tune_vlln)
 
@@ -74,7 +59,3 @@ class GrootN16ActionHead(FlowMatchingHead, nn.Module):
     def encode_context(self, features: torch.Tensor) -> torch.Tensor:
         """``vlln(features)``: what the DiT cross-attends to."""
         return self.vlln(features)
-
-    def encode_state(self, state: torch.Tensor, embodiment_id: torch.Tensor) -> torch.Tensor:
-        """The state token [B, 1, D] from the state [B, 1, S]."""
-        return self.state_encoder(state.reshape(state.shape[0], 1, -1), embodiment_id)

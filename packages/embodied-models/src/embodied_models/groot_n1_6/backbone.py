@@ -25,10 +25,18 @@ from torch.utils.checkpoint import checkpoint
 from transformers.models.qwen3.configuration_qwen3 import Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer, Qwen3RMSNorm, Qwen3RotaryEmbedding
 
+from embodied_models.groot.backbone import (
+    causal_padding_mask,
+    language_config_kwargs,
+    normalize_pixels,
+    register_pixel_stats,
+    reset_pixel_stats,
+    reset_rope,
+)
 from embodied_models.groot_n1_6.config import GrootN16ModelConfig
 from embodied_models.groot_n1_6.siglip2 import Siglip2VisionTower
 
-__all__ = ["EagleBackbone", "causal_padding_mask", "pixel_unshuffle_tokens", "qwen3_config"]
+__all__ = ["EagleBackbone", "causal_padding_mask", "pixel_unshuffle_tokens", "qwen3_config"]  # the mask: groot.backbone
 
 MAX_POSITIONS = 40960
 """Qwen3-1.7B's max_position_embeddings (only read by dynamic RoPE variants, which it does not use)."""
@@ -36,21 +44,10 @@ MAX_POSITIONS = 40960
 
 def qwen3_config(cfg: GrootN16ModelConfig) -> Qwen3Config:
     """The transformers config of the language model with ``select_layer`` layers."""
-    text = Qwen3Config(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.llm_width, intermediate_size=cfg.llm_mlp_dim,
-        num_hidden_layers=cfg.select_layer, num_attention_heads=cfg.llm_num_heads,
-        num_key_value_heads=cfg.llm_num_kv_heads, head_dim=cfg.llm_head_dim, hidden_act="silu",
-        max_position_embeddings=MAX_POSITIONS, rms_norm_eps=cfg.rms_norm_eps, attention_bias=False,
-        use_sliding_window=False, rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta})
+    text = Qwen3Config(**language_config_kwargs(cfg, MAX_POSITIONS), use_sliding_window=False,
+                       rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta})
     text._attn_implementation = "sdpa"
     return text
-
-
-def causal_padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Boolean SDPA mask [B, 1, L, L]: key k is visible to query q when k <= q and k is a real token."""
-    length = attention_mask.shape[1]
-    causal = torch.ones(length, length, dtype=torch.bool, device=attention_mask.device).tril()
-    return causal[None, None] & attention_mask.bool()[:, None, None, :]
 
 
 def pixel_unshuffle_tokens(tokens: torch.Tensor, h: int, w: int) -> torch.Tensor:
@@ -83,10 +80,7 @@ class EagleBackbone(nn.Module):
         self.norm = Qwen3RMSNorm(config.llm_width, eps=config.rms_norm_eps)
         self.rotary_emb = Qwen3RotaryEmbedding(text)
         self.gradient_checkpointing = False
-        self.register_buffer("image_mean", torch.tensor(config.image_mean, dtype=torch.float32).view(1, 3, 1, 1),
-                             persistent=False)
-        self.register_buffer("image_std", torch.tensor(config.image_std, dtype=torch.float32).view(1, 3, 1, 1),
-                             persistent=False)
+        register_pixel_stats(self, config.image_mean, config.image_std)
         self.set_trainable(tune_llm=config.tune_llm, tune_visual=config.tune_visual,
                            tune_top_llm_layers=config.tune_top_llm_layers)
 
@@ -117,16 +111,13 @@ class EagleBackbone(nn.Module):
     @torch.no_grad()
     def init_non_persistent_buffers(self) -> None:
         """Recomputes the RoPE table and pixel statistics (after building on the meta device + to_empty)."""
-        inv_freq, _ = self.rotary_emb.compute_default_rope_parameters(self.text_config)
-        self.rotary_emb.inv_freq.copy_(inv_freq)
-        self.rotary_emb.original_inv_freq.copy_(inv_freq)
-        self.image_mean.copy_(torch.tensor(self.config.image_mean).view(1, 3, 1, 1))
-        self.image_std.copy_(torch.tensor(self.config.image_std).view(1, 3, 1, 1))
+        reset_rope(self.rotary_emb, self.text_config)
+        reset_pixel_stats(self, self.config.image_mean, self.config.image_std)
 
     # ------------------------------------------------------------------ vision
     def normalize(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 images [N, 3, H, W] -> ``(x / 255 - mean) / std`` in float32 (Eagle's image processor)."""
-        return (images.to(torch.float32) * (1.0 / 255.0) - self.image_mean) / self.image_std
+        return normalize_pixels(images, self.image_mean, self.image_std)
 
     def image_tokens(self, pixel_values: Sequence[torch.Tensor]) -> torch.Tensor:
         """Normalized images ([3, H, W] each, flat over the batch) -> projector tokens [sum (H/2p)(W/2p), llm_width]

@@ -10,8 +10,12 @@ Source layouts:
 - LoongForge's ``GrootN1d6Policy`` state dict: the same keys under ``model.`` (its loader strips that prefix too);
 - this package's own names (a checkpoint written by ``embodied train``).
 
-Declared, never silent: SigLIP2's attention-pooling ``head.*`` is dropped (Eagle never reads it); the LM head is
-dropped, and fills the token embedding only when a checkpoint has no embedding table (Eagle's Qwen3 ties them). A
+Declared, never silent: SigLIP2's attention-pooling ``head.*`` loads into ``backbone.vision.head.*`` (built, never
+read, always frozen: ``model.vision_pooling_head``, default true, the official module); a checkpoint without it is a
+strict-load error naming ``model.vision_pooling_head=false``, the setting that builds no head and drops a
+checkpoint's head keys (listed as ignored); ``allow_missing=("backbone.vision.head.*",)`` instead keeps the head's
+random initialization (it is never read). The LM head is dropped, and fills the token embedding only when a
+checkpoint has no embedding table (Eagle's Qwen3 ties them). A
 ``config.json`` next to the weights must be GR00T N1.6's and agree with the model config on every size it states
 (otherwise a CheckpointError names the ``model.x=...`` to set). Strict: anything missing, unexpected (a language
 layer beyond ``model.select_layer``, for one) or mismatched is an error listing every key.
@@ -30,31 +34,57 @@ from embodied_core.checkpoint.keymap import KeyMap, LoadReport, Rename
 from embodied_core.errors import CheckpointError
 from embodied_models.vla.checkpoint import Globs, Source, load_mapped
 
-__all__ = ["KEY_MAP", "LoadReport", "config_disagreements", "load_groot_n1_6_checkpoint", "map_key",
-           "official_model_fields"]
+__all__ = ["KEY_MAP", "KEY_MAP_WITHOUT_POOLING_HEAD", "LoadReport", "config_disagreements", "key_map",
+           "load_groot_n1_6_checkpoint", "map_key", "official_model_fields"]
 
 OFFICIAL_MODEL_TYPE = "Gr00tN1d6"
 _EAGLE = r"backbone\.model\."
 _LLM = _EAGLE + r"language_model\.model\."
-KEY_RULES: tuple[tuple[str, str], ...] = (
-    (_EAGLE + r"vision_model\.vision_model\.(?P<rest>(?:embeddings|encoder|post_layernorm)\..+)",
-     "backbone.vision.{rest}"),
-    (_EAGLE + r"mlp1\.(?P<rest>.+)", "backbone.projector.{rest}"),
-    (_LLM + r"embed_tokens\.weight", "backbone.embed_tokens.weight"),
-    (_LLM + r"layers\.(?P<i>\d+)\.(?P<rest>.+)", "backbone.layers.{i}.{rest}"),
-    (_LLM + r"norm\.weight", "backbone.norm.weight"),
-)
-"""(source regex, target template), first match wins; a key matching none (and no keep glob) is unexpected."""
+_POOLING_HEAD = "backbone.vision.head.*"
+_OFFICIAL_POOLING_HEAD = "backbone.model.vision_model.vision_model.head.*"
 
-KEY_MAP = KeyMap(
-    strip_prefixes=("model.",),
-    renames=tuple(Rename(pattern, template) for pattern, template in KEY_RULES),
-    keep=("action_head.*", "backbone.vision.*", "backbone.projector.*", "backbone.embed_tokens.*",
-          "backbone.layers.*", "backbone.norm.*"),
-    tied=(Rename(r"backbone\.model\.language_model\.lm_head\.weight", "backbone.embed_tokens.weight"),),
-    ignored=("backbone.model.vision_model.vision_model.head.*",),
-)
-"""The declared map of every layout above onto :class:`~embodied_models.groot_n1_6.modeling.GrootN16Model` names."""
+
+def _key_rules(vision_parts: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return (
+        (_EAGLE + r"vision_model\.vision_model\.(?P<rest>(?:" + "|".join(vision_parts) + r")\..+)",
+         "backbone.vision.{rest}"),
+        (_EAGLE + r"mlp1\.(?P<rest>.+)", "backbone.projector.{rest}"),
+        (_LLM + r"embed_tokens\.weight", "backbone.embed_tokens.weight"),
+        (_LLM + r"layers\.(?P<i>\d+)\.(?P<rest>.+)", "backbone.layers.{i}.{rest}"),
+        (_LLM + r"norm\.weight", "backbone.norm.weight"),
+    )
+
+
+def _key_map(pooling_head: bool) -> KeyMap:
+    parts = ("embeddings", "encoder", "post_layernorm", *(("head",) if pooling_head else ()))
+    return KeyMap(
+        strip_prefixes=("model.",),
+        renames=tuple(Rename(pattern, template) for pattern, template in _key_rules(parts)),
+        keep=("action_head.*", *(f"backbone.vision.{part}.*" for part in parts), "backbone.projector.*",
+              "backbone.embed_tokens.*", "backbone.layers.*", "backbone.norm.*"),
+        tied=(Rename(r"backbone\.model\.language_model\.lm_head\.weight", "backbone.embed_tokens.weight"),),
+        ignored=() if pooling_head else (_OFFICIAL_POOLING_HEAD, _POOLING_HEAD),
+    )
+
+
+KEY_RULES: tuple[tuple[str, str], ...] = _key_rules(("embeddings", "encoder", "post_layernorm", "head"))
+"""(source regex, target template) of the official module, first match wins; a key matching none (and no keep
+glob) is unexpected."""
+
+KEY_MAP = _key_map(pooling_head=True)
+"""The declared map of every layout above onto :class:`~embodied_models.groot_n1_6.modeling.GrootN16Model` names
+(the official module: SigLIP2's pooling head included)."""
+
+KEY_MAP_WITHOUT_POOLING_HEAD = _key_map(pooling_head=False)
+"""The map for ``model.vision_pooling_head=false``: a checkpoint's pooling-head keys (official or ours) are dropped
+and listed as ignored."""
+
+
+def key_map(config: Any) -> KeyMap:
+    """The key map of a model section (:data:`KEY_MAP`, or :data:`KEY_MAP_WITHOUT_POOLING_HEAD` with
+    ``model.vision_pooling_head=false``)."""
+    return KEY_MAP if config.vision_pooling_head else KEY_MAP_WITHOUT_POOLING_HEAD
+
 
 _HINT = ("Allow known differences explicitly (allow_missing=/allow_unexpected=/allow_mismatched= glob patterns), or "
          "check model.* against the checkpoint's config.json (model.select_layer keeps that many language layers).")
@@ -127,11 +157,20 @@ def _check_config(model: nn.Module, source: Path) -> None:
 def load_groot_n1_6_checkpoint(model: nn.Module, source: Source, *, allow_missing: Globs = (),
                                allow_unexpected: Globs = (), allow_mismatched: Globs = ()) -> LoadReport:
     """Copies an official / LoongForge / own-layout checkpoint into ``model`` (a materialized GrootN16Model),
-    strictly; ``source``, the allow patterns, the report and the errors are those of
-    :func:`~embodied_models.vla.checkpoint.load_mapped`, plus an error naming the config.json sizes next to a
-    checkpoint file that disagree with the model."""
+    strictly, through :func:`key_map` of its config; ``source``, the allow patterns, the report and the errors are
+    those of :func:`~embodied_models.vla.checkpoint.load_mapped`, plus an error naming the config.json sizes next to
+    a checkpoint file that disagree with the model, and ``model.vision_pooling_head=false`` when the checkpoint has
+    no SigLIP2 pooling head for the model's."""
     if not isinstance(source, Mapping) and Path(source).exists():
         _check_config(model, Path(source))
-    report, _ = load_mapped(model, source, KEY_MAP, label="GR00T N1.6", hint=_HINT, allow_missing=allow_missing,
-                            allow_unexpected=allow_unexpected, allow_mismatched=allow_mismatched)
+    try:
+        report, _ = load_mapped(model, source, key_map(model.config), label="GR00T N1.6", hint=_HINT,
+                                allow_missing=allow_missing, allow_unexpected=allow_unexpected,
+                                allow_mismatched=allow_mismatched)
+    except CheckpointError as exc:
+        if model.config.vision_pooling_head and "missing: backbone.vision.head." in str(exc):
+            raise CheckpointError(f"{exc}\nThe checkpoint has no SigLIP2 attention-pooling head ({_POOLING_HEAD}, "
+                                  "which Eagle never reads): set model.vision_pooling_head=false to build the model "
+                                  "without it") from None
+        raise
     return report

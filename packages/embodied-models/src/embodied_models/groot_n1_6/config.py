@@ -6,7 +6,8 @@ projector, and a Qwen3-1.7B language model of width 2048 cut to its first ``sele
 head is LoongForge's ``Gr00tN1d6ActionHead`` (``vlln`` only, a 32-block AlternateVL DiT of 32 x 48 = 1536, output
 1024, 32 embodiment slots, 128-d state and action, horizon 50). The tiny preset lives in ``groot_n1_6_tiny.yaml``.
 README.md's "Reference fields" table says where each LoongForge field lives here; the settings LoongForge exposes
-that this port implements at one value only are fields that refuse any other value.
+that this port implements at one value only are fields that refuse any other value. The fields and rules N1.7
+declares alike are ``embodied_models.groot.config``'s, placed where this section always listed them.
 """
 
 from __future__ import annotations
@@ -15,8 +16,14 @@ from typing import Literal
 
 import attrs
 
-from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.validators import non_negative, only, positive, probability
+from embodied_models.groot.config import (
+    SharedDataFields,
+    SharedModelFields,
+    data_field_order,
+    model_field_order,
+    non_negative_items,
+)
 from embodied_models.groot_n1_6.embodiments import EMBODIMENT_SLOTS, NEW_EMBODIMENT, unknown_tag_message
 from embodied_models.vla.checks import multiple_problems
 from embodied_models.vla.fields import LocalTokenizerPath
@@ -24,13 +31,9 @@ from embodied_models.vla.fields import LocalTokenizerPath
 __all__ = ["GrootN16DataConfig", "GrootN16ModelConfig"]
 
 
-def _non_negative_items(instance: object, attribute: attrs.Attribute, value: list[int]) -> None:
-    if any(v < 0 for v in value):
-        raise ValueError(f"every entry must be >= 0 (got {value!r})")
-
-
-@attrs.define(kw_only=True)
-class GrootN16ModelConfig(BaseModelConfig):
+@attrs.define(kw_only=True, field_transformer=model_field_order(
+    tokens_after="tune_top_llm_layers", alternation_after="dit_head_dim", flow_after="tune_vlln"))
+class GrootN16ModelConfig(SharedModelFields):
     """GR00T N1.6 network sizes, trainability switches and flow-matching constants (official checkpoint's)."""
 
     # --- backbone: Qwen3 language model (Eagle-Block2A-2B-v2 text_config) ---
@@ -39,14 +42,7 @@ class GrootN16ModelConfig(BaseModelConfig):
     llm_width: int = attrs.field(default=2048, validator=positive)
     """Hidden width of the language model; also the backbone feature width the action head reads (LoongForge's
     backbone_embedding_dim)."""
-    llm_mlp_dim: int = attrs.field(default=6144, validator=positive)
-    """SwiGLU inner width of the language model."""
-    llm_num_heads: int = attrs.field(default=16, validator=positive)
-    """Query heads of the language model."""
-    llm_num_kv_heads: int = attrs.field(default=8, validator=positive)
-    """Key/value heads of the language model (grouped-query attention)."""
-    llm_head_dim: int = attrs.field(default=128, validator=positive)
-    """Per-head width of the language model."""
+    # (here: llm_mlp_dim, llm_num_heads, llm_num_kv_heads, llm_head_dim from groot.config)
     select_layer: int = attrs.field(default=16, validator=positive)
     """Language layers kept: the backbone is built with only these, and its features are the final RMSNorm of the
     last one (the later layers are popped, as LoongForge does)."""
@@ -61,8 +57,7 @@ class GrootN16ModelConfig(BaseModelConfig):
     """Vision encoder width."""
     vision_mlp_dim: int = attrs.field(default=4304, validator=positive)
     """Vision MLP width."""
-    vision_num_heads: int = attrs.field(default=16, validator=positive)
-    """Vision attention heads."""
+    # (here: vision_num_heads from groot.config)
     vision_patch_size: int = attrs.field(default=14, validator=positive)
     """Vision patch side in pixels; views must be multiples of 2 x patch (the projector merges 2 x 2 patches)."""
     vision_num_patches: int = attrs.field(default=256, validator=positive)
@@ -71,7 +66,7 @@ class GrootN16ModelConfig(BaseModelConfig):
     """Side of the attention tiles (in patches) of windowed layers; also the base of the 2-D RoPE (LoongForge passes
     it as Rope2DPosEmb's theta_base)."""
     vision_full_attention_layers: list[int] = attrs.field(factory=lambda: [7, 14, 21, 26],
-                                                          validator=_non_negative_items)
+                                                          validator=non_negative_items)
     """Layers that attend within the whole image when model.vision_windowed_attention is on (the others attend
     within their tile)."""
     vision_windowed_attention: bool = False
@@ -81,6 +76,12 @@ class GrootN16ModelConfig(BaseModelConfig):
     """2-D rotary embedding on the vision queries and keys (Eagle's use_rope; off in the released backbone)."""
     vision_layer_norm_eps: float = attrs.field(default=1e-6, validator=positive)
     """LayerNorm epsilon of the vision tower."""
+    vision_pooling_head: bool = True
+    """Build SigLIP2's attention-pooling head (backbone.vision.head.*, transformers'
+    Siglip2MultiheadAttentionPoolingHead; 15,238,352 parameters at the official size), as the official module and
+    its checkpoints have it. Eagle never reads it: it never runs and is always frozen, whatever model.tune_visual
+    says. False leaves it out (for a checkpoint without it; an official checkpoint's head is then dropped as
+    declared)."""
     vision_select_layer: int = attrs.field(default=-1, validator=only(
         -1, why="the projector reads the tower's output after post_layernorm; Eagle's other select_layer values "
                 "take an earlier hidden state that is still in tile order"))
@@ -99,28 +100,15 @@ class GrootN16ModelConfig(BaseModelConfig):
     tune_top_llm_layers: int = attrs.field(default=4, validator=non_negative)
     """The last this many kept language layers are trained even with model.tune_llm=false (N1.6: 4)."""
     # --- action head ---
-    hidden_size: int = attrs.field(default=1024, validator=positive)
-    """Width of the state encoder's hidden layer, the DiT output and the action decoder."""
-    input_embedding_dim: int = attrs.field(default=1536, validator=positive)
-    """Width of the state/action tokens (= DiT width = dit_num_heads x dit_head_dim)."""
+    # (here: hidden_size, input_embedding_dim from groot.config)
     max_state_dim: int = attrs.field(default=128, validator=positive)
     """The state is zero-padded to this width."""
     max_action_dim: int = attrs.field(default=128, validator=positive)
     """Actions are zero-padded to this width."""
     action_horizon: int = attrs.field(default=50, validator=positive)
     """Action tokens the head denoises (N1.6: 50); data.action_horizon steps of them carry the data."""
-    max_num_embodiments: int = attrs.field(default=32, validator=positive)
-    """Embodiment slots of the category-specific encoders and decoder."""
-    max_seq_len: int = attrs.field(default=1024, validator=positive)
-    """Rows of the learned action position table (>= action_horizon)."""
-    dit_num_layers: int = attrs.field(default=32, validator=positive)
-    """DiT blocks: odd ones self-attend over [state; actions], even ones cross-attend to text or image tokens."""
-    dit_num_heads: int = attrs.field(default=32, validator=positive)
-    """DiT attention heads."""
-    dit_head_dim: int = attrs.field(default=48, validator=positive)
-    """DiT per-head width."""
-    attend_text_every_n_blocks: int = attrs.field(default=2, validator=positive)
-    """Cross-attention blocks alternate text and image tokens: block i attends text when i % (2 n) == 0."""
+    # (here: max_num_embodiments, max_seq_len, dit_num_layers, dit_num_heads, dit_head_dim,
+    # attend_text_every_n_blocks from groot.config)
     dropout: float = attrs.field(default=0.2, validator=probability)
     """Dropout of the DiT blocks (attention output, FFN, final); torch's RNG draws it."""
     tune_projector: bool = True
@@ -130,14 +118,7 @@ class GrootN16ModelConfig(BaseModelConfig):
     tune_vlln: bool = True
     """Train the vlln LayerNorm over the backbone features."""
     # --- flow matching (GR00T time convention: t = 1 is data) ---
-    noise_beta_alpha: float = attrs.field(default=1.5, validator=positive)
-    """Training time t = (1 - Beta(alpha, beta)) * noise_s."""
-    noise_beta_beta: float = attrs.field(default=1.0, validator=positive)
-    """See noise_beta_alpha."""
-    noise_s: float = attrs.field(default=0.999, validator=positive)
-    """See noise_beta_alpha (t stays below 1)."""
-    num_timestep_buckets: int = attrs.field(default=1000, validator=positive)
-    """The network sees int(t * num_timestep_buckets), never the continuous t."""
+    # (here: noise_beta_alpha, noise_beta_beta, noise_s, num_timestep_buckets from groot.config)
     num_inference_steps: int = attrs.field(default=4, validator=positive)
     """Euler steps of sample_actions (t from 0 to 1); LoongForge's num_inference_timesteps."""
     # --- execution ---
@@ -167,32 +148,19 @@ class GrootN16ModelConfig(BaseModelConfig):
     """Scale of Gaussian noise added to the state token in training; only 0.0 (N1.6's default)."""
 
     @property
-    def dit_width(self) -> int:
-        """Inner width of the DiT (heads x head_dim)."""
-        return self.dit_num_heads * self.dit_head_dim
-
-    @property
     def vision_head_dim(self) -> int:
         """Per-head width of the vision tower."""
         return self.vision_width // self.vision_num_heads
 
     def validate(self) -> list[str]:
         """Cross-field rules."""
-        problems = []
-        if self.dit_width != self.input_embedding_dim:
-            problems.append(f"model.dit_num_heads x model.dit_head_dim = {self.dit_width} must equal "
-                            f"model.input_embedding_dim ({self.input_embedding_dim}): the DiT runs on the tokens")
-        if self.input_embedding_dim % 2:
-            problems.append(f"model.input_embedding_dim must be even for the sin-cos time features "
-                            f"(got {self.input_embedding_dim})")
+        problems = self.token_problems()
         problems += multiple_problems(self, ("llm_num_heads", "llm_num_kv_heads"), ("vision_width",
                                                                                   "vision_num_heads"))
         if self.vision_rope and self.vision_width % self.vision_num_heads == 0 and self.vision_head_dim % 4:
             problems.append(f"model.vision_width / model.vision_num_heads = {self.vision_head_dim} must be a multiple "
                             "of 4 for the 2-D RoPE (model.vision_rope=true)")
-        side = round(self.vision_num_patches ** 0.5)
-        if side * side != self.vision_num_patches:
-            problems.append(f"model.vision_num_patches must be a square number (got {self.vision_num_patches})")
+        problems += self.square_problems("vision_num_patches")
         bad = [i for i in self.vision_full_attention_layers if i >= self.vision_depth]
         if bad:
             problems.append(f"model.vision_full_attention_layers {bad} are not vision layers (model.vision_depth is "
@@ -200,17 +168,11 @@ class GrootN16ModelConfig(BaseModelConfig):
         if self.tune_top_llm_layers > self.select_layer:
             problems.append(f"model.tune_top_llm_layers {self.tune_top_llm_layers} exceeds model.select_layer "
                             f"{self.select_layer} (the language layers kept)")
-        if self.max_seq_len < self.action_horizon:
-            problems.append(f"model.max_seq_len {self.max_seq_len} is shorter than model.action_horizon "
-                            f"{self.action_horizon} (one learned position per action token)")
-        if len(self.image_mean) != 3 or len(self.image_std) != 3 or any(s <= 0 for s in self.image_std):
-            problems.append(f"model.image_mean / model.image_std must be 3 values each, std > 0 (got "
-                            f"{self.image_mean}, {self.image_std})")
-        return problems
+        return problems + self.table_problems()
 
 
-@attrs.define(kw_only=True)
-class GrootN16DataConfig(LocalTokenizerPath, BaseDataConfig):
+@attrs.define(kw_only=True, field_transformer=data_field_order())
+class GrootN16DataConfig(LocalTokenizerPath, SharedDataFields):
     """What GR00T N1.6 asks of the data (LoongForge's N1.6 eval geometry: shortest edge 256, centre crop 0.95, 252 x
     252 views; per-dimension min-max normalization clipped to [-1, 1]; lower-cased task text without punctuation).
 
@@ -224,29 +186,17 @@ class GrootN16DataConfig(LocalTokenizerPath, BaseDataConfig):
     image_size: tuple[int, int] = (252, 252)
     """(height, width) of each view after the resize and crop; multiples of 2 x model.vision_patch_size (28). 252
     is what Eagle's processor makes of LoongForge's 256-pixel crops (smart_resize to multiples of 28)."""
-    shortest_image_edge: int | None = attrs.field(default=256, validator=positive)
-    """Each frame's shorter side is resized to this before the centre crop (unset: data.image_size[0])."""
-    crop_fraction: float = attrs.field(default=0.95, validator=probability)
-    """Centre crop keeping this fraction of each side, then a resize to data.image_size (1: no crop)."""
+    # (here: shortest_image_edge, crop_fraction from groot.config)
     action_horizon: int = 16
     """Action steps taken from the data (<= model.action_horizon; LoongForge's preprocess_action_horizon); the
     loss covers only these."""
     normalization: Literal["min_max", "percentile", "mean_std", "none"] = "min_max"
     """State/action normalization per dimension from the dataset stats: min_max maps [min, max] to [-1, 1] (N1.6's
     StateActionProcessor default), percentile maps [q01, q99], mean_std is (x - mean) / std."""
-    clip_outliers: bool = True
-    """Clip min-max / percentile normalized values to [-1, 1] (GR00T's clip_outliers)."""
+    # (here: clip_outliers from groot.config)
     embodiment_tag: str = NEW_EMBODIMENT
     """GR00T N1.6 embodiment tag selecting the category-specific encoder/decoder slot (new_embodiment: slot 10)."""
-    embodiment_id: int | None = attrs.field(default=None, validator=attrs.validators.optional(non_negative))
-    """Explicit projector slot; unset: the slot of data.embodiment_tag."""
-    language_key: str = "task"
-    """Sample key of the instruction (task, or an annotation.* key of the groot_n1_7 strategy)."""
-    formalize_language: bool = True
-    """Lower-case the instruction and drop punctuation (GR00T's formalize_language)."""
-    mask_padded_actions: bool = False
-    """Exclude horizon steps past the episode end (action_is_pad) from the loss; GR00T keeps them (the dataset
-    repeats the last action), so the default keeps them too."""
+    # (here: embodiment_id, language_key, formalize_language, mask_padded_actions from groot.config)
     tokenizer_path: str | None = None
     """Local Eagle processor folder (tokenizer, chat template, processor_config.json, preprocessor_config.json);
     falls back to --tokenizer-path (env TOKENIZER_PATH)."""
@@ -273,18 +223,7 @@ class GrootN16DataConfig(LocalTokenizerPath, BaseDataConfig):
         False, why="the views are always resized and cropped to data.image_size"))
     """Skip the view geometry and let the processor size the images; only false (N1.6's default)."""
 
-    @property
-    def resize_edge(self) -> int:
-        """The shorter side frames are resized to before the crop."""
-        return self.shortest_image_edge or self.image_size[0]
-
     def validate(self) -> list[str]:
         """Cross-field rules."""
-        problems = super().validate()
-        if self.embodiment_id is None and self.embodiment_tag not in EMBODIMENT_SLOTS:
-            problems.append(unknown_tag_message(self.embodiment_tag))
-        if self.state_history != 1:
-            problems.append(f"data.state_history must be 1 for GR00T N1.6 (one state step; got {self.state_history})")
-        if self.crop_fraction <= 0:
-            problems.append(f"data.crop_fraction must be in (0, 1] (got {self.crop_fraction})")
-        return problems
+        return self.shared_problems(slots=EMBODIMENT_SLOTS, unknown_tag=unknown_tag_message, label="GR00T N1.6",
+                                    state_note="one state step")

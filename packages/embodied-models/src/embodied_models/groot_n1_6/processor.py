@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_core.errors import ConfigError
+from embodied_models.groot.processor import byte_level_tokenizer, padding_id, pick_processor, statistics_problems
 
 __all__ = ["TINY_CHAT_TEMPLATE", "EagleProcessor", "check_compatible", "load_processor"]
 
@@ -55,20 +56,7 @@ TINY_PIXELS_PER_TOKEN = 16 * 16
 
 
 def _tiny_tokenizer() -> Any:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    vocab = {symbol: i for i, symbol in enumerate(alphabet)}
-    for token in _SPECIALS:
-        vocab[token] = len(vocab)
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    core.decoder = decoders.ByteLevel()
-    core.add_special_tokens(list(_SPECIALS))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    tokenizer.chat_template = TINY_CHAT_TEMPLATE
-    return tokenizer
+    return byte_level_tokenizer(_SPECIALS, TINY_CHAT_TEMPLATE)
 
 
 def _read_json(path: Path, where: str) -> dict[str, Any]:
@@ -136,8 +124,7 @@ class EagleProcessor:
                                    "tokenizer)"])
             ids[key] = int(token_id)
         self.image_token_id = ids["image_token"]
-        pad = tokenizer.pad_token_id
-        self.pad_token_id = int(pad if pad is not None else tokenizer.convert_tokens_to_ids("<|endoftext|>"))
+        self.pad_token_id = padding_id(tokenizer)
         self.vocab_size = len(tokenizer)
 
     @classmethod
@@ -215,12 +202,9 @@ def load_processor(kind: str, path: str | None) -> EagleProcessor:
     Raises:
         ConfigError: ``eagle`` without a folder, or a folder that cannot be read.
     """
-    if path:
-        return EagleProcessor.from_folder(path)
-    if kind == "tiny":
-        return EagleProcessor.tiny()
-    raise ConfigError(["GR00T N1.6 builds its prompt with the Eagle3 processor: pass --tokenizer-path DIR (a local "
-                       "Eagle3 processor folder) or data.tokenizer_path=DIR"])
+    return pick_processor(EagleProcessor, kind, path, needs_folder=(
+        "GR00T N1.6 builds its prompt with the Eagle3 processor: pass --tokenizer-path DIR (a local Eagle3 processor "
+        "folder) or data.tokenizer_path=DIR"))
 
 
 def check_compatible(processor: EagleProcessor, *, patch_size: int, image_mean: list[float],
@@ -232,13 +216,8 @@ def check_compatible(processor: EagleProcessor, *, patch_size: int, image_mean: 
     if int(s["pixels_per_token"]) != merged:
         problems.append(f"processor {processor.source}: pixels_per_token {s['pixels_per_token']} but one image token "
                         f"covers (2 x model.vision_patch_size)^2 = {merged} pixels")
-    for name, ours in (("image_mean", image_mean), ("image_std", image_std)):
-        if len(s[name]) != 3 or not all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(s[name], ours,
-                                                                                          strict=True)):
-            problems.append(f"processor {processor.source}: {name} {s[name]} but model.{name} is {list(ours)}")
-    if processor.vocab_size > vocab_size:
-        problems.append(f"processor {processor.source}: the tokenizer has {processor.vocab_size} ids but "
-                        f"model.vocab_size is {vocab_size}")
+    problems += statistics_problems(processor.source, s, image_mean=image_mean, image_std=image_std,
+                                    processor_vocab=processor.vocab_size, vocab_size=vocab_size)
     if any(side % (2 * patch_size) for side in image_size):
         problems.append(f"data.image_size {tuple(image_size)} must be multiples of {2 * patch_size} pixels")
     return problems

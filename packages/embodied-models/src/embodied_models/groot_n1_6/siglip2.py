@@ -5,7 +5,9 @@ transformers' SigLIP2 (NaFlex) with two switches the released Eagle-Block2A-2B-v
 (``use_windows_attn``, ``use_rope``) and the fixture turns on; transformers' own ``Siglip2VisionModel`` computes the
 tower only with both off (tested). So transformers' ``Siglip2VisionEmbeddings`` (patch Linear + the resized position
 table) and ``Siglip2MLP`` are used as they are, built from a ``Siglip2VisionConfig``, and the attention (RoPE, tile
-mask) and the layer loop are written here, under the checkpoint's parameter names.
+mask) and the layer loop are written here, under the checkpoint's parameter names. SigLIP2's attention-pooling head
+(``head.*``) is transformers' ``Siglip2MultiheadAttentionPoolingHead``, built as the official module has it
+(``model.vision_pooling_head``); Eagle never reads it, so it never runs here and is always frozen.
 
 Per image of H x W pixels (h = H / p, w = W / p patches; no padding tokens):
 
@@ -36,7 +38,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 from transformers.models.siglip2.configuration_siglip2 import Siglip2VisionConfig
-from transformers.models.siglip2.modeling_siglip2 import Siglip2MLP, Siglip2VisionEmbeddings
+from transformers.models.siglip2.modeling_siglip2 import (
+    Siglip2MLP,
+    Siglip2MultiheadAttentionPoolingHead,
+    Siglip2VisionEmbeddings,
+)
 
 from embodied_models.groot_n1_6.config import GrootN16ModelConfig
 
@@ -139,8 +145,9 @@ class Siglip2Encoder(nn.Module):
 
 
 class Siglip2VisionTower(nn.Module):
-    """Embeddings, encoder and ``post_layernorm`` (the attention-pooling head of the checkpoint is not built: Eagle
-    never reads it).
+    """Embeddings, encoder and ``post_layernorm``; with ``model.vision_pooling_head`` also the checkpoint's
+    attention-pooling ``head`` (transformers' module), which Eagle never reads: it never runs, stays frozen whatever
+    ``requires_grad_`` asks (so DDP / FSDP see no unused trainable parameters) and stays in eval mode.
 
     Args:
         config: the model section (vision sizes and switches).
@@ -153,9 +160,26 @@ class Siglip2VisionTower(nn.Module):
         self.embeddings = Siglip2VisionEmbeddings(vision_config)
         self.encoder = Siglip2Encoder(config, vision_config)
         self.post_layernorm = nn.LayerNorm(config.vision_width, eps=config.vision_layer_norm_eps)
+        self.head = Siglip2MultiheadAttentionPoolingHead(vision_config) if config.vision_pooling_head else None
+        if self.head is not None:
+            self.head.requires_grad_(False)
         full = set(config.vision_full_attention_layers)
         self.windowed = [config.vision_windowed_attention and i not in full for i in range(config.vision_depth)]
         self.gradient_checkpointing = False
+
+    def requires_grad_(self, requires_grad: bool = True) -> Siglip2VisionTower:
+        """Sets ``requires_grad`` of the tower's parameters; the unread pooling head stays frozen."""
+        super().requires_grad_(requires_grad)
+        if self.head is not None:
+            self.head.requires_grad_(False)
+        return self
+
+    def train(self, mode: bool = True) -> Siglip2VisionTower:
+        """Training mode for the tower; the unread pooling head stays in eval mode."""
+        super().train(mode)
+        if self.head is not None:
+            self.head.eval()
+        return self
 
     def _rope(self, h: int, w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
         if not self.config.vision_rope:

@@ -29,10 +29,18 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import (
     Qwen3VLVisionModel,
 )
 
+from embodied_models.groot.backbone import (
+    causal_padding_mask,
+    language_config_kwargs,
+    normalize_pixels,
+    register_pixel_stats,
+    reset_pixel_stats,
+    reset_rope,
+)
 from embodied_models.groot_n1_7.config import GrootModelConfig
 from embodied_models.groot_n1_7.positions import mrope_positions
 
-__all__ = ["GrootBackbone", "causal_padding_mask", "patchify", "qwen3vl_configs"]
+__all__ = ["GrootBackbone", "causal_padding_mask", "patchify", "qwen3vl_configs"]  # the mask: groot.backbone
 
 MAX_POSITIONS = 262144
 """Cosmos-Reason2-2B's max_position_embeddings (only read by dynamic RoPE variants, which it does not use)."""
@@ -40,13 +48,9 @@ MAX_POSITIONS = 262144
 
 def qwen3vl_configs(cfg: GrootModelConfig) -> tuple[Qwen3VLTextConfig, Qwen3VLVisionConfig]:
     """The transformers configs of the language model (``select_layer`` layers) and the vision tower."""
-    text = Qwen3VLTextConfig(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.llm_width, intermediate_size=cfg.llm_mlp_dim,
-        num_hidden_layers=cfg.select_layer, num_attention_heads=cfg.llm_num_heads,
-        num_key_value_heads=cfg.llm_num_kv_heads, head_dim=cfg.llm_head_dim, hidden_act="silu",
-        max_position_embeddings=MAX_POSITIONS, rms_norm_eps=cfg.rms_norm_eps, attention_bias=False,
-        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta,
-                         "mrope_section": list(cfg.mrope_section), "mrope_interleaved": True})
+    text = Qwen3VLTextConfig(**language_config_kwargs(cfg, MAX_POSITIONS), rope_parameters={
+        "rope_type": "default", "rope_theta": cfg.rope_theta, "mrope_section": list(cfg.mrope_section),
+        "mrope_interleaved": True})
     text._attn_implementation = "sdpa"
     vision = Qwen3VLVisionConfig(
         depth=cfg.vision_depth, hidden_size=cfg.vision_width, intermediate_size=cfg.vision_mlp_dim,
@@ -73,13 +77,6 @@ def patchify(pixels: torch.Tensor, *, patch: int, merge: int, temporal: int) -> 
     return x.reshape(n * gh * gw, c * temporal * patch * patch)
 
 
-def causal_padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Boolean SDPA mask [B, 1, L, L]: key k is visible to query q when k <= q and k is a real token."""
-    length = attention_mask.shape[1]
-    causal = torch.ones(length, length, dtype=torch.bool, device=attention_mask.device).tril()
-    return causal[None, None] & attention_mask.bool()[:, None, None, :]
-
-
 class GrootBackbone(nn.Module):
     """Vision tower + the first ``select_layer`` Qwen3-VL language layers; returns features [B, L, llm_width].
 
@@ -97,10 +94,7 @@ class GrootBackbone(nn.Module):
         self.layers = nn.ModuleList(Qwen3VLTextDecoderLayer(text, i) for i in range(config.select_layer))
         self.rotary_emb = Qwen3VLTextRotaryEmbedding(text)
         self.gradient_checkpointing = False
-        self.register_buffer("image_mean", torch.tensor(config.image_mean, dtype=torch.float32).view(1, 3, 1, 1),
-                             persistent=False)
-        self.register_buffer("image_std", torch.tensor(config.image_std, dtype=torch.float32).view(1, 3, 1, 1),
-                             persistent=False)
+        register_pixel_stats(self, config.image_mean, config.image_std)
         self.set_trainable(tune_llm=config.tune_llm, tune_visual=config.tune_visual)
 
     def set_trainable(self, *, tune_llm: bool, tune_visual: bool) -> None:
@@ -123,15 +117,12 @@ class GrootBackbone(nn.Module):
     @torch.no_grad()
     def init_non_persistent_buffers(self) -> None:
         """Recomputes the RoPE tables and pixel statistics (after building on the meta device + to_empty)."""
-        inv_freq, _ = self.rotary_emb.compute_default_rope_parameters(self.text_config)
-        self.rotary_emb.inv_freq.copy_(inv_freq)
-        self.rotary_emb.original_inv_freq.copy_(inv_freq)
+        reset_rope(self.rotary_emb, self.text_config)
         rotary = self.visual.rotary_pos_emb
         vision_inv, _ = rotary.compute_axial_rope_parameters(rotary.config)
         rotary.inv_freq.copy_(vision_inv)
         rotary.original_inv_freq.copy_(vision_inv)
-        self.image_mean.copy_(torch.tensor(self.config.image_mean).view(1, 3, 1, 1))
-        self.image_std.copy_(torch.tensor(self.config.image_std).view(1, 3, 1, 1))
+        reset_pixel_stats(self, self.config.image_mean, self.config.image_std)
 
     # ------------------------------------------------------------------ vision
     def grid(self, height: int, width: int) -> tuple[int, int]:
@@ -142,8 +133,7 @@ class GrootBackbone(nn.Module):
     def pixel_values(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """uint8 images [N, 3, H, W] -> (flat normalized patches, grid_thw [N, 3]) as the Qwen3-VL processor gives."""
         cfg = self.config
-        pixels = images.to(torch.float32) * (1.0 / 255.0)
-        pixels = (pixels - self.image_mean) / self.image_std
+        pixels = normalize_pixels(images, self.image_mean, self.image_std)
         flat = patchify(pixels, patch=cfg.vision_patch_size, merge=cfg.vision_merge_size,
                         temporal=cfg.vision_temporal_patch_size)
         n, _, h, w = images.shape

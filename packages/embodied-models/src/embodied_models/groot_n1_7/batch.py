@@ -2,49 +2,22 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import attrs
 import torch
 
-from embodied_models.vla.batch import TensorFields
+from embodied_models.groot.batch import GrootBatchFields
 
 __all__ = ["GrootBatch"]
 
 
 @attrs.define
-class GrootBatch(TensorFields):
-    """A model-ready GR00T N1.7 batch (B samples, N = views x frames images, L prompt tokens, H model horizon,
-    A max_action_dim, S max_state_dim).
+class GrootBatch(GrootBatchFields):
+    """A model-ready GR00T N1.7 batch: the fields every GR00T batch has
+    (:class:`~embodied_models.groot.batch.GrootBatchFields`) and the multimodal RoPE positions.
 
     Attributes:
-        images: uint8 [B, N, 3, height, width] views after GR00T's resize/crop (the model normalizes them).
-        input_ids: int64 [B, L] chat-template prompts with expanded image tokens, left-padded.
-        attention_mask: bool [B, L], True for real tokens.
-        image_mask: bool [B, L], True for image tokens.
-        position_ids: int64 [3, B, L] Qwen3-VL multimodal RoPE positions (computed by the collate function).
-        state: float32 [B, 1, S] normalized, zero-padded state.
-        embodiment_id: int64 [B] projector slots.
-        actions: float32 [B, H, A] normalized actions, zero beyond the real dims and data horizon; None at inference.
-        action_mask: float32 [B, H, A], 1 on real dims x data horizon steps; None at inference.
-        sample_index: int64 [B] dataset index of each sample (keys the per-sample training draws; -1 unknown).
-            Stays on the host in ``to()``: the draws are made on the CPU without a device sync.
+        position_ids: int64 [3, B, L] Qwen3-VL multimodal RoPE positions (computed by the collate function; a
+            keyword argument).
     """
 
-    images: torch.Tensor
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    image_mask: torch.Tensor
-    position_ids: torch.Tensor
-    state: torch.Tensor
-    embodiment_id: torch.Tensor
-    actions: torch.Tensor | None = None
-    action_mask: torch.Tensor | None = None
-    sample_index: torch.Tensor | None = None
-
-    host_fields: ClassVar[tuple[str, ...]] = ("sample_index",)
-
-    @property
-    def batch_size(self) -> int:
-        """Number of samples."""
-        return int(self.input_ids.shape[0])
+    position_ids: torch.Tensor = attrs.field(kw_only=True)

@@ -4,7 +4,8 @@ Defaults are the official sizes: the backbone is Cosmos-Reason2-2B (a Qwen3-VL 2
 language layers of width 2048, of which GR00T keeps the first ``select_layer`` = 16), the action head is lerobot
 0.6.1's / Isaac-GR00T's ``GR00TN17ActionHead`` (4 VL self-attention blocks at 2048, a 32-block AlternateVL DiT of
 32 x 48 = 1536, output 1024, 32 embodiment slots, 132-d state and action, horizon 40). The tiny preset lives in
-``groot_n1_7_tiny.yaml``.
+``groot_n1_7_tiny.yaml``. The fields and rules N1.6 declares alike are ``embodied_models.groot.config``'s, placed
+where this section always listed them.
 """
 
 from __future__ import annotations
@@ -13,8 +14,14 @@ from typing import Literal
 
 import attrs
 
-from embodied_core.config.model_config import BaseDataConfig, BaseModelConfig
 from embodied_core.config.validators import non_negative, positive, probability
+from embodied_models.groot.config import (
+    SharedDataFields,
+    SharedModelFields,
+    data_field_order,
+    model_field_order,
+    non_negative_items,
+)
 from embodied_models.groot_n1_7.embodiments import EMBODIMENT_SLOTS, NEW_EMBODIMENT, unknown_tag_message
 from embodied_models.vla.checks import multiple_problems
 from embodied_models.vla.fields import LocalTokenizerPath
@@ -22,13 +29,9 @@ from embodied_models.vla.fields import LocalTokenizerPath
 __all__ = ["GrootDataConfig", "GrootModelConfig"]
 
 
-def _positive_items(instance: object, attribute: attrs.Attribute, value: list[int]) -> None:
-    if any(v < 0 for v in value):
-        raise ValueError(f"every entry must be >= 0 (got {value!r})")
-
-
-@attrs.define(kw_only=True)
-class GrootModelConfig(BaseModelConfig):
+@attrs.define(kw_only=True, field_transformer=model_field_order(
+    tokens_after="tune_visual", alternation_after="vl_head_dim", flow_after="state_dropout_prob"))
+class GrootModelConfig(SharedModelFields):
     """GR00T N1.7 network sizes and flow-matching constants. Defaults are the official checkpoint's."""
 
     # --- backbone: Qwen3-VL language model (Cosmos-Reason2-2B) ---
@@ -36,14 +39,7 @@ class GrootModelConfig(BaseModelConfig):
     """Token embedding rows of the Qwen3-VL tokenizer (Cosmos-Reason2-2B: 151936)."""
     llm_width: int = attrs.field(default=2048, validator=positive)
     """Hidden width of the language model; also the backbone feature width the action head reads."""
-    llm_mlp_dim: int = attrs.field(default=6144, validator=positive)
-    """SwiGLU inner width of the language model."""
-    llm_num_heads: int = attrs.field(default=16, validator=positive)
-    """Query heads of the language model."""
-    llm_num_kv_heads: int = attrs.field(default=8, validator=positive)
-    """Key/value heads of the language model (grouped-query attention)."""
-    llm_head_dim: int = attrs.field(default=128, validator=positive)
-    """Per-head width of the language model."""
+    # (here: llm_mlp_dim, llm_num_heads, llm_num_kv_heads, llm_head_dim from groot.config)
     select_layer: int = attrs.field(default=16, validator=positive)
     """Language layers kept (GR00T's select_layer): the backbone is built with only these, and its features are
     the output of the last one (before the final RMSNorm, which GR00T never applies)."""
@@ -51,7 +47,7 @@ class GrootModelConfig(BaseModelConfig):
     """RMSNorm epsilon of the language model."""
     rope_theta: float = attrs.field(default=5_000_000.0, validator=positive)
     """RoPE base of the language model."""
-    mrope_section: list[int] = attrs.field(factory=lambda: [24, 20, 20], validator=_positive_items)
+    mrope_section: list[int] = attrs.field(factory=lambda: [24, 20, 20], validator=non_negative_items)
     """Interleaved multimodal RoPE split (temporal, height, width) of the head's rotary half; sums to
     llm_head_dim / 2."""
     # --- backbone: Qwen3-VL vision tower ---
@@ -61,8 +57,7 @@ class GrootModelConfig(BaseModelConfig):
     """Vision transformer width."""
     vision_mlp_dim: int = attrs.field(default=4096, validator=positive)
     """Vision MLP width."""
-    vision_num_heads: int = attrs.field(default=16, validator=positive)
-    """Vision attention heads."""
+    # (here: vision_num_heads from groot.config)
     vision_patch_size: int = attrs.field(default=16, validator=positive)
     """Vision patch side in pixels (must match the processor's patch_size)."""
     vision_temporal_patch_size: int = attrs.field(default=2, validator=positive)
@@ -71,7 +66,7 @@ class GrootModelConfig(BaseModelConfig):
     """Patches merged per side into one language token (2: four patches per token)."""
     vision_num_position_embeddings: int = attrs.field(default=2304, validator=positive)
     """Learned position table of the vision tower (a square grid; interpolated to each image's grid)."""
-    deepstack_layers: list[int] = attrs.field(factory=lambda: [5, 11, 17], validator=_positive_items)
+    deepstack_layers: list[int] = attrs.field(factory=lambda: [5, 11, 17], validator=non_negative_items)
     """Vision blocks whose merged features are added to the image tokens after language layers 0, 1, 2, ...
     (Qwen3-VL DeepStack)."""
     image_mean: list[float] = attrs.field(factory=lambda: [0.5, 0.5, 0.5])
@@ -83,47 +78,27 @@ class GrootModelConfig(BaseModelConfig):
     tune_visual: bool = False
     """Train the vision tower (GR00T default: frozen)."""
     # --- action head ---
-    hidden_size: int = attrs.field(default=1024, validator=positive)
-    """Width of the state encoder's hidden layer, the DiT output and the action decoder."""
-    input_embedding_dim: int = attrs.field(default=1536, validator=positive)
-    """Width of the state/action tokens (= DiT width = dit_num_heads x dit_head_dim)."""
+    # (here: hidden_size, input_embedding_dim from groot.config)
     max_state_dim: int = attrs.field(default=132, validator=positive)
     """The state is zero-padded to this width."""
     max_action_dim: int = attrs.field(default=132, validator=positive)
     """Actions are zero-padded to this width."""
     action_horizon: int = attrs.field(default=40, validator=positive)
     """Action tokens the head denoises (GR00T N1.7: 40); data.action_horizon steps of them carry the data."""
-    max_num_embodiments: int = attrs.field(default=32, validator=positive)
-    """Embodiment slots of the category-specific encoders and decoder."""
-    max_seq_len: int = attrs.field(default=1024, validator=positive)
-    """Rows of the learned action position table (>= action_horizon)."""
-    dit_num_layers: int = attrs.field(default=32, validator=positive)
-    """DiT blocks: odd ones self-attend over [state; actions], even ones cross-attend to text or image tokens."""
-    dit_num_heads: int = attrs.field(default=32, validator=positive)
-    """DiT attention heads."""
-    dit_head_dim: int = attrs.field(default=48, validator=positive)
-    """DiT per-head width."""
+    # (here: max_num_embodiments, max_seq_len, dit_num_layers, dit_num_heads, dit_head_dim from groot.config)
     vl_num_layers: int = attrs.field(default=4, validator=non_negative)
     """VL self-attention blocks over the backbone features (0: none)."""
     vl_num_heads: int = attrs.field(default=32, validator=positive)
     """VL self-attention heads (vl_num_heads x vl_head_dim = llm_width)."""
     vl_head_dim: int = attrs.field(default=64, validator=positive)
     """VL self-attention per-head width."""
-    attend_text_every_n_blocks: int = attrs.field(default=2, validator=positive)
-    """Cross-attention blocks alternate text and image tokens: block i attends text when i % (2 n) == 0."""
+    # (here: attend_text_every_n_blocks from groot.config)
     dropout: float = attrs.field(default=0.2, validator=probability)
     """Dropout of the DiT and VL self-attention blocks (attention output, FFN, final); torch's RNG draws it."""
     state_dropout_prob: float = attrs.field(default=0.2, validator=probability)
     """Training only: probability of zeroing a sample's state token (drawn from the model's generator)."""
     # --- flow matching (GR00T time convention: t = 1 is data) ---
-    noise_beta_alpha: float = attrs.field(default=1.5, validator=positive)
-    """Training time t = (1 - Beta(alpha, beta)) * noise_s."""
-    noise_beta_beta: float = attrs.field(default=1.0, validator=positive)
-    """See noise_beta_alpha."""
-    noise_s: float = attrs.field(default=0.999, validator=positive)
-    """See noise_beta_alpha (t stays below 1)."""
-    num_timestep_buckets: int = attrs.field(default=1000, validator=positive)
-    """The network sees int(t * num_timestep_buckets), never the continuous t."""
+    # (here: noise_beta_alpha, noise_beta_beta, noise_s, num_timestep_buckets from groot.config)
     num_inference_steps: int = attrs.field(default=4, validator=positive)
     """Euler steps of sample_actions (t from 0 to 1)."""
     # --- execution ---
@@ -134,23 +109,12 @@ class GrootModelConfig(BaseModelConfig):
     processor folder (data.tokenizer_path / --tokenizer-path, e.g. a download of nvidia/Cosmos-Reason2-2B), or the
     built-in byte-level tiny processor of groot_n1_7_tiny (no files; a folder, when given, wins)."""
 
-    @property
-    def dit_width(self) -> int:
-        """Inner width of the DiT (heads x head_dim)."""
-        return self.dit_num_heads * self.dit_head_dim
-
     def validate(self) -> list[str]:
         """Cross-field rules."""
-        problems = []
-        if self.dit_width != self.input_embedding_dim:
-            problems.append(f"model.dit_num_heads x model.dit_head_dim = {self.dit_width} must equal "
-                            f"model.input_embedding_dim ({self.input_embedding_dim}): the DiT runs on the tokens")
+        problems = self.token_problems()
         if self.vl_num_layers and self.vl_num_heads * self.vl_head_dim != self.llm_width:
             problems.append(f"model.vl_num_heads x model.vl_head_dim = {self.vl_num_heads * self.vl_head_dim} must "
                             f"equal model.llm_width ({self.llm_width}): the VL self-attention runs on the features")
-        if self.input_embedding_dim % 2:
-            problems.append(f"model.input_embedding_dim must be even for the sin-cos time features "
-                            f"(got {self.input_embedding_dim})")
         problems += multiple_problems(self, ("llm_num_heads", "llm_num_kv_heads"))
         if sum(self.mrope_section) * 2 != self.llm_head_dim or len(self.mrope_section) != 3:
             problems.append(f"model.mrope_section {self.mrope_section} must be 3 numbers summing to "
@@ -160,21 +124,11 @@ class GrootModelConfig(BaseModelConfig):
         if bad_deepstack:
             problems.append(f"model.deepstack_layers {bad_deepstack} are not vision blocks (model.vision_depth is "
                             f"{self.vision_depth})")
-        side = round(self.vision_num_position_embeddings ** 0.5)
-        if side * side != self.vision_num_position_embeddings:
-            problems.append(f"model.vision_num_position_embeddings must be a square number (got "
-                            f"{self.vision_num_position_embeddings})")
-        if self.max_seq_len < self.action_horizon:
-            problems.append(f"model.max_seq_len {self.max_seq_len} is shorter than model.action_horizon "
-                            f"{self.action_horizon} (one learned position per action token)")
-        if len(self.image_mean) != 3 or len(self.image_std) != 3 or any(s <= 0 for s in self.image_std):
-            problems.append(f"model.image_mean / model.image_std must be 3 values each, std > 0 (got "
-                            f"{self.image_mean}, {self.image_std})")
-        return problems
+        return problems + self.square_problems("vision_num_position_embeddings") + self.table_problems()
 
 
-@attrs.define(kw_only=True)
-class GrootDataConfig(LocalTokenizerPath, BaseDataConfig):
+@attrs.define(kw_only=True, field_transformer=data_field_order())
+class GrootDataConfig(LocalTokenizerPath, SharedDataFields):
     """What GR00T N1.7 asks of the data (official N1.7 processor defaults: 256 px views, percentile min-max
     normalization clipped to [-1, 1], lower-cased task text without punctuation).
 
@@ -186,28 +140,16 @@ class GrootDataConfig(LocalTokenizerPath, BaseDataConfig):
     """Camera keys in view order (every view is required); unset: the dataset's cameras in declared order."""
     image_size: tuple[int, int] = (256, 256)
     """(height, width) of each view after GR00T's resize and crop (multiples of patch x merge = 32)."""
-    shortest_image_edge: int | None = attrs.field(default=256, validator=positive)
-    """Each frame's shorter side is resized to this before the centre crop (unset: data.image_size[0])."""
-    crop_fraction: float = attrs.field(default=0.95, validator=probability)
-    """Centre crop keeping this fraction of each side, then a resize to data.image_size (1: no crop)."""
+    # (here: shortest_image_edge, crop_fraction from groot.config)
     action_horizon: int = 16
     """Action steps taken from the data (<= model.action_horizon); the loss covers only these."""
     normalization: Literal["percentile", "min_max", "mean_std", "none"] = "percentile"
     """State/action normalization per dimension from the dataset stats: percentile maps [q01, q99] to [-1, 1]
     (GR00T N1.7's use_percentiles), min_max maps [min, max] to [-1, 1], mean_std is (x - mean) / std."""
-    clip_outliers: bool = True
-    """Clip min-max / percentile normalized values to [-1, 1] (GR00T's clip_outliers)."""
+    # (here: clip_outliers from groot.config)
     embodiment_tag: str = NEW_EMBODIMENT
     """GR00T embodiment tag selecting the category-specific encoder/decoder slot (new_embodiment: slot 10)."""
-    embodiment_id: int | None = attrs.field(default=None, validator=attrs.validators.optional(non_negative))
-    """Explicit projector slot; unset: the slot of data.embodiment_tag."""
-    language_key: str = "task"
-    """Sample key of the instruction (task, or an annotation.* key of the groot_n1_7 strategy)."""
-    formalize_language: bool = True
-    """Lower-case the instruction and drop punctuation (GR00T's formalize_language)."""
-    mask_padded_actions: bool = False
-    """Exclude horizon steps past the episode end (action_is_pad) from the loss; GR00T keeps them (the
-    dataset repeats the last action), so the default keeps them too."""
+    # (here: embodiment_id, language_key, formalize_language, mask_padded_actions from groot.config)
     tokenizer_path: str | None = None
     """Local Qwen3-VL processor folder (tokenizer, chat template, preprocessor_config.json); falls back to
     --tokenizer-path (env TOKENIZER_PATH)."""
@@ -217,19 +159,7 @@ class GrootDataConfig(LocalTokenizerPath, BaseDataConfig):
         (its projector slot); another tag only labels the entry's statistics (embodied_core.config.mixture)."""
         return {"embodiment_tag": tag} if tag in EMBODIMENT_SLOTS else {}
 
-    @property
-    def resize_edge(self) -> int:
-        """The shorter side frames are resized to before the crop."""
-        return self.shortest_image_edge or self.image_size[0]
-
     def validate(self) -> list[str]:
         """Cross-field rules."""
-        problems = super().validate()
-        if self.embodiment_id is None and self.embodiment_tag not in EMBODIMENT_SLOTS:
-            problems.append(unknown_tag_message(self.embodiment_tag))
-        if self.state_history != 1:
-            problems.append(f"data.state_history must be 1 for GR00T N1.7 (state_history_length 1; got "
-                            f"{self.state_history})")
-        if self.crop_fraction <= 0:
-            problems.append(f"data.crop_fraction must be in (0, 1] (got {self.crop_fraction})")
-        return problems
+        return self.shared_problems(slots=EMBODIMENT_SLOTS, unknown_tag=unknown_tag_message, label="GR00T N1.7",
+                                    state_note="state_history_length 1")

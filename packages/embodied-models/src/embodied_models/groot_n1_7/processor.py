@@ -18,11 +18,11 @@ written to a folder with :meth:`VLProcessor.save` and loads back as any other fo
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from embodied_core.errors import ConfigError
+from embodied_models.groot.processor import byte_level_tokenizer, padding_id, pick_processor, statistics_problems
 
 __all__ = ["IMAGE_TOKEN", "TINY_CHAT_TEMPLATE", "VLProcessor", "check_compatible", "load_processor"]
 
@@ -49,20 +49,7 @@ TINY_IMAGE_SETTINGS: dict[str, Any] = {"patch_size": 8, "merge_size": 2, "tempor
 
 
 def _tiny_tokenizer() -> Any:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    vocab = {symbol: i for i, symbol in enumerate(alphabet)}
-    for token in _SPECIALS:
-        vocab[token] = len(vocab)
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    core.decoder = decoders.ByteLevel()
-    core.add_special_tokens(list(_SPECIALS))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    tokenizer.chat_template = TINY_CHAT_TEMPLATE
-    return tokenizer
+    return byte_level_tokenizer(_SPECIALS, TINY_CHAT_TEMPLATE)
 
 
 def _read_chat_template(folder: Path, tokenizer: Any) -> str | None:
@@ -99,8 +86,7 @@ class VLProcessor:
         if self.image_token_id is None or self.image_token_id == tokenizer.unk_token_id:
             raise ConfigError([f"processor {source}: the tokenizer has no {IMAGE_TOKEN} token (not a Qwen3-VL "
                                "tokenizer)"])
-        pad = tokenizer.pad_token_id
-        self.pad_token_id = int(pad if pad is not None else tokenizer.convert_tokens_to_ids("<|endoftext|>"))
+        self.pad_token_id = padding_id(tokenizer)
         self.vocab_size = len(tokenizer)
 
     @classmethod
@@ -190,12 +176,9 @@ def load_processor(kind: str, path: str | None) -> VLProcessor:
     Raises:
         ConfigError: ``qwen3_vl`` without a folder, or a folder that cannot be read.
     """
-    if path:
-        return VLProcessor.from_folder(path)
-    if kind == "tiny":
-        return VLProcessor.tiny()
-    raise ConfigError(["GR00T N1.7 builds its prompt with the Qwen3-VL processor: pass --tokenizer-path DIR (a local "
-                       "Cosmos-Reason2-2B / Qwen3-VL folder) or data.tokenizer_path=DIR"])
+    return pick_processor(VLProcessor, kind, path, needs_folder=(
+        "GR00T N1.7 builds its prompt with the Qwen3-VL processor: pass --tokenizer-path DIR (a local "
+        "Cosmos-Reason2-2B / Qwen3-VL folder) or data.tokenizer_path=DIR"))
 
 
 def check_compatible(processor: VLProcessor, *, patch_size: int, merge_size: int, temporal_patch_size: int,
@@ -210,12 +193,8 @@ def check_compatible(processor: VLProcessor, *, patch_size: int, merge_size: int
             field = {"patch_size": "vision_patch_size", "merge_size": "vision_merge_size",
                      "temporal_patch_size": "vision_temporal_patch_size"}[name]
             problems.append(f"processor {processor.source}: {name} {s[name]} but model.{field} is {ours}")
-    for name, ours in (("image_mean", image_mean), ("image_std", image_std)):
-        if not all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(s[name], ours, strict=True)):
-            problems.append(f"processor {processor.source}: {name} {s[name]} but model.{name} is {list(ours)}")
-    if processor.vocab_size > vocab_size:
-        problems.append(f"processor {processor.source}: the tokenizer has {processor.vocab_size} ids but "
-                        f"model.vocab_size is {vocab_size}")
+    problems += statistics_problems(processor.source, s, image_mean=image_mean, image_std=image_std,
+                                    processor_vocab=processor.vocab_size, vocab_size=vocab_size)
     resized = processor.resized_size(*image_size)
     if tuple(resized) != tuple(image_size):
         problems.append(f"data.image_size {tuple(image_size)}: the processor would resize such views to "

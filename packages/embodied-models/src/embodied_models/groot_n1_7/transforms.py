@@ -21,20 +21,26 @@ GR00T's decoder does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from embodied_core.errors import ConfigError
 from embodied_core.model_api import Transforms
-from embodied_models.groot.normalize import GrootNormalizer
-from embodied_models.groot.transform import GrootSampleTransformBase, camera_candidates, formalize, make_normalizers
+from embodied_models.groot.transform import (
+    GrootCollateBase,
+    GrootPromptTransform,
+    camera_candidates,
+    formalize,
+    groot_transforms,
+    make_normalizers,
+    require_camera_keys,
+)
 from embodied_models.groot_n1_7.batch import GrootBatch
 from embodied_models.groot_n1_7.config import GrootDataConfig, GrootModelConfig
 from embodied_models.groot_n1_7.embodiments import embodiment_slot
 from embodied_models.groot_n1_7.positions import mrope_positions
-from embodied_models.groot_n1_7.processor import VLProcessor, check_compatible, load_processor
+from embodied_models.groot_n1_7.processor import check_compatible, load_processor
 
 if TYPE_CHECKING:
     from embodied_core.protocols import Stats
@@ -42,10 +48,10 @@ if TYPE_CHECKING:
 __all__ = ["GrootCollate", "GrootSampleTransform", "camera_candidates", "formalize", "make_transforms"]
 
 
-class GrootSampleTransform(GrootSampleTransformBase):
+class GrootSampleTransform(GrootPromptTransform):
     """The per-sample transform (picklable: runs in DataLoader workers); also takes inference observations
-    (the same keys without ``action``). Views, state, actions and the instruction: ``embodied_models.groot.transform``
-    (shared with N1.6); the prompt: the Qwen3-VL processor.
+    (the same keys without ``action``). Views, state, actions, the instruction and the prompt ids:
+    ``embodied_models.groot.transform`` (shared with N1.6); the prompt: the Qwen3-VL processor.
 
     Args:
         model_config, data_config: the run's sections.
@@ -54,22 +60,10 @@ class GrootSampleTransform(GrootSampleTransformBase):
     """
 
     model_label = "GR00T N1.7"
-
-    def __init__(self, model_config: GrootModelConfig, data_config: GrootDataConfig, processor: VLProcessor,
-                 state_norm: GrootNormalizer | None, action_norm: GrootNormalizer | None) -> None:
-        super().__init__(model_config, data_config, state_norm, action_norm,
-                         slot=embodiment_slot(data_config.embodiment_tag, data_config.embodiment_id))
-        self.processor = processor
-        self.tokens_per_image = processor.tokens_per_image(*data_config.image_size)
-
-    def __call__(self, sample: Mapping[str, Any]) -> dict[str, Any]:
-        images = self.views(sample)
-        text = self.instruction(sample)
-        ids = self.processor.prompt_ids(text, num_images=images.shape[0], tokens_per_image=self.tokens_per_image)
-        return {"images": images, "input_ids": torch.tensor(ids, dtype=torch.long), **self.common_fields(sample)}
+    embodiment_slot = staticmethod(embodiment_slot)
 
 
-class GrootCollate:
+class GrootCollate(GrootCollateBase):
     """Stacks transformed samples into a GrootBatch, left-padding the prompts and computing their multimodal RoPE
     positions (picklable; runs in the DataLoader workers).
 
@@ -78,29 +72,15 @@ class GrootCollate:
         grid: merged token grid (rows, cols) of one view.
     """
 
+    batch_class = GrootBatch
+
     def __init__(self, pad_token_id: int, image_token_id: int, grid: tuple[int, int]) -> None:
-        self.pad_token_id = pad_token_id
-        self.image_token_id = image_token_id
+        super().__init__(pad_token_id, image_token_id)
         self.grid = tuple(grid)
 
-    def __call__(self, samples: Sequence[Mapping[str, Any]]) -> GrootBatch:
-        length = max(int(s["input_ids"].shape[0]) for s in samples)
-        ids = torch.full((len(samples), length), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros(len(samples), length, dtype=torch.bool)
-        for row, s in enumerate(samples):
-            n = int(s["input_ids"].shape[0])
-            ids[row, length - n:] = s["input_ids"]
-            mask[row, length - n:] = True
-        has_actions = "actions" in samples[0]
-        image_mask = (ids == self.image_token_id) & mask
-        return GrootBatch(
-            images=torch.stack([s["images"] for s in samples]), input_ids=ids, attention_mask=mask,
-            image_mask=image_mask, position_ids=mrope_positions(mask, image_mask, self.grid),
-            state=torch.stack([s["state"] for s in samples]),
-            embodiment_id=torch.stack([s["embodiment_id"] for s in samples]),
-            actions=torch.stack([s["actions"] for s in samples]) if has_actions else None,
-            action_mask=torch.stack([s["action_mask"] for s in samples]) if has_actions else None,
-            sample_index=torch.stack([s["sample_index"] for s in samples]))
+    def extra_fields(self, attention_mask: torch.Tensor, image_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``position_ids``: the multimodal RoPE positions of the left-padded prompts."""
+        return {"position_ids": mrope_positions(attention_mask, image_mask, self.grid)}
 
 
 def make_transforms(model_config: GrootModelConfig, data_config: GrootDataConfig, *,
@@ -111,8 +91,7 @@ def make_transforms(model_config: GrootModelConfig, data_config: GrootDataConfig
     ``data.tokenizer_path`` / ``--tokenizer-path`` (environment TOKENIZER_PATH); ``model.processor=tiny`` uses the
     built-in one when neither is set. Its patch/merge sizes, pixel statistics and vocabulary must fit the model.
     """
-    if data_config.camera_keys is None:
-        raise ConfigError(["data.camera_keys is not set; GR00T N1.7 needs its views named (data.camera_keys=[...])"])
+    require_camera_keys(data_config, "GR00T N1.7")
     processor = load_processor(model_config.processor, data_config.resolved_tokenizer_path())
     problems = check_compatible(processor, patch_size=model_config.vision_patch_size,
                                 merge_size=model_config.vision_merge_size,
@@ -125,6 +104,4 @@ def make_transforms(model_config: GrootModelConfig, data_config: GrootDataConfig
     transform = GrootSampleTransform(model_config, data_config, processor, state_norm, action_norm)
     step = model_config.vision_patch_size * model_config.vision_merge_size
     grid = (data_config.image_size[0] // step, data_config.image_size[1] // step)
-    return Transforms(sample_transform=transform,
-                      collate_fn=GrootCollate(processor.pad_token_id, processor.image_token_id, grid),
-                      postprocess_actions=transform.unnormalize_actions)
+    return groot_transforms(transform, GrootCollate(processor.pad_token_id, processor.image_token_id, grid))
