@@ -48,8 +48,11 @@ REPO = Path(__file__).resolve().parents[1]
 EMBODIED = [sys.executable, "-m", "embodied_core.cli.main"]
 DEFAULT_LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
 EASY5 = "drawer-open-v3,drawer-close-v3,window-open-v3,window-close-v3,button-press-topdown-v3"
-"""Five of lerobot's easy tasks, in pairs that share a scene (open/close) so that the instruction, not only the
-picture, tells the policy what to do; the swap gives each task the next one's instruction."""
+"""Five of lerobot's easy tasks, two open/close pairs that share an object, and a button. Each task of a pair starts
+from the other's goal state (drawer-close with the drawer pulled out, window-close with the window open), so the
+first frame already tells the five apart: the swap (each task given the next one's instruction, a cyclic shift)
+measures whether the policy follows the text over the picture. Two of the five swaps stay in the scene's pair
+(drawer-open told to close the drawer, window-open told to close the window); three name an object not in view."""
 CAMERA = "observation.image"
 OPTIMIZER = {"beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 1e-10, "clip": 10.0}
 
@@ -104,6 +107,17 @@ def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]
     print(f"\n{title}")
     for line in (header, ["-" * w for w in widths], *rows):
         print("  " + " | ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)))
+
+
+def save_report(opts: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Writes the report file now (through a temporary file, so a crash never leaves half a JSON): called after
+    every part and after every stage of the long ones, so a crash loses only the stage it hit."""
+    report["wall_s"] = time.perf_counter() - opts.started
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    report["cpu_s"] = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    tmp = opts.report_path.with_name(opts.report_path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2))
+    tmp.replace(opts.report_path)
 
 
 def collect(opts: argparse.Namespace, tasks: str, demos: int, out: Path) -> dict[str, Any]:
@@ -211,13 +225,16 @@ class SwappedInstruction:
         self.policy.reset()
 
 
-def eval_swapped(opts: argparse.Namespace, checkpoint: Path, tasks: str, episodes: int) -> dict[str, Any]:
-    """The policy evaluated in each task with the next task's instruction (a cyclic shift of the 5)."""
+def eval_swapped(opts: argparse.Namespace, checkpoint: Path, tasks: str, episodes: int,
+                 out: Path) -> dict[str, Any]:
+    """The policy evaluated in each task with the next task's instruction (a cyclic shift of the 5), on the same
+    seeds and policy seed as ``embodied eval``. Every episode is appended to ``out/episodes.jsonl`` as it ends (a
+    progress line goes to stdout); the summary, with every episode, is also written to ``out/swapped.json``."""
     from embodied_core import load_policy
     from embodied_eval.env_options import resolve_env
     from embodied_eval.envs.metaworld.tasks import description
     from embodied_eval.report import summarize_tasks
-    from embodied_eval.rollout import RolloutSettings, run_episodes
+    from embodied_eval.rollout import EpisodeResult, RolloutSettings, run_episodes
 
     names = tasks.split(",")
     texts = [description(t) for t in names]
@@ -234,9 +251,49 @@ def eval_swapped(opts: argparse.Namespace, checkpoint: Path, tasks: str, episode
     probe = factory(first.metadata)
     groups = probe.task_groups
     probe.close()
-    results = run_episodes(make_policy, lambda: factory(first.metadata), settings, tasks=tuple(names))
-    return {"instruction_of": {names[i]: names[(i + 1) % len(names)] for i in range(len(names))},
-            **summarize_tasks(results, groups)}
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "episodes.jsonl"
+    log.write_text("")
+    done = [0]
+    total = episodes * len(names)
+
+    def on_episode(result: EpisodeResult) -> None:
+        with log.open("a") as f:
+            f.write(json.dumps(result.to_dict()) + "\n")
+        done[0] += 1
+        print(f"  swapped {done[0]}/{total}: {result.task} seed {result.seed} "
+              f"{'success' if result.success else 'fail'} in {result.length} steps ({result.wall_s:.0f} s)")
+
+    cpu_before, started = time.process_time(), time.perf_counter()
+    results = run_episodes(make_policy, lambda: factory(first.metadata), settings, tasks=tuple(names),
+                           on_episode=on_episode)
+    doc = {"instruction_of": {names[i]: names[(i + 1) % len(names)] for i in range(len(names))},
+           "instruction_text_of": {names[i]: texts[(i + 1) % len(names)] for i in range(len(names))},
+           **summarize_tasks(results, groups), "wall_s": time.perf_counter() - started,
+           "cpu_s": time.process_time() - cpu_before, "episodes": [r.to_dict() for r in results]}
+    (out / "swapped.json").write_text(json.dumps(doc, indent=2))
+    return doc
+
+
+def paired(own: Sequence[Mapping[str, Any]], swapped: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per task, the episodes of the same seed under the own and the swapped instruction: how many succeeded with
+    both, with the own one only, with the swapped one only, with neither; and the mean length of the successes."""
+    by_key = {(e["task"], e["seed"]): e for e in own}
+    out: dict[str, dict[str, Any]] = {}
+    for e in swapped:
+        o = by_key.get((e["task"], e["seed"]))
+        if o is None:
+            continue
+        row = out.setdefault(e["task"], {"both": 0, "own_only": 0, "swapped_only": 0, "neither": 0,
+                                         "own_success_lengths": [], "swapped_success_lengths": []})
+        key = {(True, True): "both", (True, False): "own_only", (False, True): "swapped_only",
+               (False, False): "neither"}[(bool(o["success"]), bool(e["success"]))]
+        row[key] += 1
+        if o["success"]:
+            row["own_success_lengths"].append(o["length"])
+        if e["success"]:
+            row["swapped_success_lengths"].append(e["length"])
+    return out
 
 
 def success_of(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -281,28 +338,93 @@ def part_single(opts: argparse.Namespace, work: Path, report: dict[str, Any]) ->
                 ["policy", "success [95% CI]", "train wall s", "train CPU s"], rows)
 
 
+MULTI_SHAPING = ("multi_tasks", "multi_demos", "image_size", "collect_seed", "steps", "batch_size", "lr", "warmup",
+                 "min_lr", "seed", "num_workers", "train_arg", "multi_episodes", "eval_seed", "replan_steps", "models")
+"""Settings that shape the multi-task figures."""
+
+
+def previous_multi(opts: argparse.Namespace, report: Mapping[str, Any]) -> dict[str, Any]:
+    """The multi-task stages an earlier run in the same report file finished with every setting of
+    :data:`MULTI_SHAPING` equal to this run's (``{}`` when none), so a rerun after a crash resumes there."""
+    previous = opts.previous_report
+    settings = previous.get("settings") or {}
+    if any(settings.get(k) != report["settings"][k] for k in MULTI_SHAPING):
+        return {}
+    return dict(previous.get("multi") or {})
+
+
+def trained_to(checkpoint: Path, steps: int) -> bool:
+    """Whether ``checkpoint`` loads as a policy trained for ``steps`` steps (an earlier run's, to reuse)."""
+    if not checkpoint.is_dir():
+        return False
+    from embodied_core import load_policy
+
+    try:
+        return load_policy(checkpoint).metadata.step == steps
+    except Exception as exc:  # a half-written folder: train again
+        print(f"{checkpoint}: not reused ({type(exc).__name__}: {exc})")
+        return False
+
+
 def part_multi(opts: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
     model = opts.models[0]
-    data = collect(opts, opts.multi_tasks, opts.multi_demos, work / "data_multi")
-    print(f"collected {data['episodes']} demos of {len(data['tasks'])} tasks ({data['frames']} frames) in "
-          f"{data['wall_s']:.0f} s")
     out = work / f"multi_{model}"
-    train_wall = train_ours(opts, model, Path(data["path"]), out)
-    train_cpu = cpu_of(out.parent / f"{out.name}.train.log")
-    doc = eval_ours(opts, out, opts.multi_tasks, work / f"multi_{model}_eval", episodes=opts.multi_episodes)
-    swapped = eval_swapped(opts, out, opts.multi_tasks, opts.multi_episodes)
+    earlier = previous_multi(opts, report)
+    entry: dict[str, Any] = {"model": model}
+    report["multi"] = entry
+    data = collect(opts, opts.multi_tasks, opts.multi_demos, work / "data_multi")
+    entry["dataset"] = {**data, "cpu_s": cpu_of(work / "data_multi.collect.log")}
+    print(f"collected {data['episodes']} demos of {len(data['tasks'])} tasks ({data['frames']} frames) in "
+          f"{data['wall_s']:.0f} s wall, {entry['dataset']['cpu_s']:.0f} s CPU")
+    save_report(opts, report)
+    if "train_wall_s" in earlier and trained_to(out, opts.steps):
+        entry |= {k: earlier[k] for k in ("train_wall_s", "train_cpu_s")} | {"train_reused": True}
+        print(f"training: reusing {out} (trained by an earlier run with the same settings)")
+    else:
+        entry["train_wall_s"] = train_ours(opts, model, Path(data["path"]), out)
+        entry["train_cpu_s"] = cpu_of(out.parent / f"{out.name}.train.log")
+    print(f"trained {model}: {entry['train_wall_s']:.0f} s wall, {entry['train_cpu_s']:.0f} s CPU")
+    save_report(opts, report)
+    own_dir = work / f"multi_{model}_eval"
+    if entry.get("train_reused") and "tasks" in earlier and (own_dir / "eval.json").is_file():
+        doc = json.loads((own_dir / "eval.json").read_text())
+        entry |= {k: earlier[k] for k in ("tasks", "own_eval_wall_s", "own_eval_cpu_s") if k in earlier}
+        print(f"own instruction: reusing {own_dir / 'eval.json'}")
+    else:
+        doc = eval_ours(opts, out, opts.multi_tasks, own_dir, episodes=opts.multi_episodes)
+        entry |= {"tasks": doc["tasks"], "own_eval_wall_s": doc["command_wall_s"],
+                  "own_eval_cpu_s": cpu_of(own_dir.parent / f"{own_dir.name}.eval.log")}
+    print(f"own instruction: {cell(entry['tasks']['overall'])} ({entry.get('own_eval_wall_s', 0):.0f} s wall, "
+          f"{entry.get('own_eval_cpu_s', 0):.0f} s CPU)")
+    save_report(opts, report)
+    swapped = eval_swapped(opts, out, opts.multi_tasks, opts.multi_episodes, work / f"multi_{model}_swapped")
+    entry["swapped"] = {k: v for k, v in swapped.items() if k != "episodes"}
+    entry["paired"] = paired(doc["episodes"], swapped["episodes"])
+    print(f"instruction swapped: {cell(swapped['overall'])} ({swapped['wall_s']:.0f} s wall, "
+          f"{swapped['cpu_s']:.0f} s CPU)")
+    save_report(opts, report)
+    started, cpu_before = time.perf_counter(), time.process_time()
     expert = expert_success(opts, opts.multi_tasks, opts.multi_episodes)
-    report["multi"] = {"dataset": data, "model": model, "train_wall_s": train_wall, "train_cpu_s": train_cpu,
-                       "tasks": doc["tasks"],
-                       "swapped": swapped, "expert": expert}
-    rows = [[task, cell(expert["per_task"].get(task)), cell(doc["tasks"]["per_task"].get(task)),
+    entry["expert"] = {**expert, "wall_s": time.perf_counter() - started, "cpu_s": time.process_time() - cpu_before}
+    save_report(opts, report)
+    rows = [[task, cell(expert["per_task"].get(task)), cell(entry["tasks"]["per_task"].get(task)),
              f"{swapped['instruction_of'][task]}: {cell(swapped['per_task'].get(task))}"]
             for task in data["tasks"]]
-    rows.append(["mean (all episodes)", cell(expert["overall"]), cell(doc["tasks"]["overall"]),
+    rows.append(["mean (all episodes)", cell(expert["overall"]), cell(entry["tasks"]["overall"]),
                  cell(swapped["overall"])])
     print_table(f"multi-task {model}: {len(data['tasks'])} tasks x {opts.multi_demos} demos, {opts.steps} steps, "
-                f"{opts.multi_episodes} episodes per task; train {train_wall:.0f} s",
+                f"{opts.multi_episodes} episodes per task; train {entry['train_wall_s']:.0f} s",
                 ["task", "expert", "policy (own instruction)", "instruction swapped to"], rows)
+
+    def mean(xs: Sequence[int]) -> str:
+        return f"{sum(xs) / len(xs):.0f}" if xs else "-"
+
+    rows = [[task, str(p["both"]), str(p["own_only"]), str(p["swapped_only"]), str(p["neither"]),
+             mean(p["own_success_lengths"]), mean(p["swapped_success_lengths"])]
+            for task, p in entry["paired"].items()]
+    print_table("same seeds, own vs swapped instruction (episodes)",
+                ["task", "both succeed", "own only", "swapped only", "neither", "own steps", "swapped steps"],
+                rows)
 
 
 def lerobot_train(opts: argparse.Namespace, dataset: Path, vlm: Path, out: Path) -> float:
@@ -371,10 +493,9 @@ SHAPING = ("task", "demos", "image_size", "collect_seed", "steps", "batch_size",
 
 
 def previous_single(opts: argparse.Namespace, report: Mapping[str, Any], model: str) -> dict[str, Any] | None:
-    """``model``'s single-task entry in the report file already in place (an earlier run) when it was measured
-    with every setting of :data:`SHAPING` equal to this run's, else None."""
-    path = opts.report_path
-    previous = json.loads(path.read_text()) if path.is_file() else {}
+    """``model``'s single-task entry in the report file that was in place when this run started (an earlier run)
+    when it was measured with every setting of :data:`SHAPING` equal to this run's, else None."""
+    previous = opts.previous_report
     if any((previous.get("settings") or {}).get(k) != report["settings"][k] for k in SHAPING):
         return None
     entry = (previous.get("single") or {}).get("models", {}).get(model)
@@ -469,6 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "frameworks; 0: the libraries' default). On a loaded machine two threads per process spin "
                         "against each other: measured 0.4-2.9 CPU s per SmolVLA-tiny step with 2 threads, 0.06 with 1")
     opts = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # progress lines reach a redirected log as they happen
     if opts.threads > 0:  # inherited by every command, and this process's own episodes
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[name] = str(opts.threads)
@@ -483,12 +605,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "optimizer": OPTIMIZER, "machine": {"cpus": os.cpu_count()}}
     path = opts.json or work / "metaworld.json"
     opts.report_path = path
-    started = time.perf_counter()
+    # read once, before this run overwrites it: earlier single-task entries and multi-task stages are reused
+    opts.previous_report = json.loads(path.read_text()) if path.is_file() else {}
+    opts.started = time.perf_counter()
     for part in parts:
         {"single": part_single, "multi": part_multi, "lerobot": part_lerobot}[part](opts, work, report)
-        report["wall_s"] = time.perf_counter() - started
-        path.write_text(json.dumps(report, indent=2))
-    print(f"\nwrote {path} ({report['wall_s']:.0f} s in all)")
+        save_report(opts, report)
+    print(f"\nwrote {path} ({report['wall_s']:.0f} s wall, {report['cpu_s']:.0f} s CPU in all)")
     return 0
 
 
