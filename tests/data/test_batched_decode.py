@@ -186,3 +186,20 @@ def test_a_bad_video_raises_the_per_sample_error_naming_the_file(damage: str, tm
     assert type(together.value) is type(per_sample.value)
     assert str(together.value) == str(per_sample.value)
     assert str(video) in str(together.value)
+
+
+def _shared_flags(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """collate_samples in the worker, plus whether each stacked tensor already lives in shared memory there."""
+    batch = collate_samples(samples)
+    return {"batch": batch, "shared": {key: value.is_shared() for key, value in batch.items()
+                                       if isinstance(value, torch.Tensor)}}
+
+
+def test_workers_stack_frames_straight_into_shared_memory() -> None:
+    dataset = LeRobotDataset(LINGZU, episodes=[3], camera_keys=["image"])
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=1, collate_fn=_shared_flags)
+    got = next(iter(loader))
+    assert got["shared"]["image"]  # no copy into shared memory when the worker sends the batch
+    assert not got["shared"]["index"]  # small tensors: plain memory (they travel pickled with the trainer's loader)
+    expected = collate_samples([dataset[i] for i in range(4)])
+    _assert_same(dict(expected), dict(got["batch"]), "batch")

@@ -83,10 +83,30 @@ def _stack(values: Sequence[torch.Tensor]) -> torch.Tensor:
 
     first = values[0]
     order = _memory_order(first)
-    if order is None or any(v.shape != first.shape or v.stride() != first.stride() for v in values[1:]):
-        return torch.stack(values)
-    stacked = torch.stack([v.permute(order) for v in values])
-    return stacked.permute(0, *(d + 1 for d in sorted(range(len(order)), key=order.__getitem__)))
+    if order is not None and any(v.shape != first.shape or v.stride() != first.stride() for v in values[1:]):
+        order = None
+    dense = values if order is None else [v.permute(order) for v in values]
+    stacked = torch.stack(dense, out=_shared_out(dense))
+    return stacked if order is None else stacked.permute(
+        0, *(d + 1 for d in sorted(range(len(order)), key=order.__getitem__)))
+
+
+def _shared_out(values: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    """In a DataLoader worker, a shared-memory tensor to stack large ``values`` into (torch's default collate does
+    the same): the batch then reaches the main process without the copy into shared memory that sending a
+    private tensor makes (a batch of 9-frame 640x480 windows: 66 MB per batch). None elsewhere, and for tensors
+    small enough to travel pickled (``embodied_core.data.transport.INLINE_MAX_BYTES``)."""
+    import torch
+    import torch.utils.data
+
+    from embodied_core.data.transport import INLINE_MAX_BYTES
+
+    first = values[0]
+    nbytes = sum(v.numel() for v in values) * first.element_size()
+    if nbytes <= INLINE_MAX_BYTES or first.device.type != "cpu" or torch.utils.data.get_worker_info() is None:
+        return None
+    storage = torch.UntypedStorage._new_shared(nbytes)
+    return torch.empty(0, dtype=first.dtype).set_(storage).view(len(values), *first.shape)
 
 
 def collate_samples(samples: Sequence[Mapping[str, Any]]) -> TensorBatch:

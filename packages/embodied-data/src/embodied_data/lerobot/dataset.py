@@ -48,30 +48,45 @@ Sample = dict[str, Any]
 
 
 class _DecodedFile:
-    """The frames of one video file that a batch reads (:meth:`LeRobotDataset.decode_batch`)."""
+    """The frames of one video file that a batch reads (:meth:`LeRobotDataset.decode_batch`).
 
-    __slots__ = ("frames", "pts", "slots")
+    Args:
+        frames: ``[N, C, H, W]`` uint8, one per distinct timestamp, in ``times`` order (sorted).
+        pts: the presentation time of each frame.
+        times: the distinct timestamps, sorted.
+        shared: the timestamps that more than one of the batch's samples read.
+    """
 
-    def __init__(self, frames: torch.Tensor, pts: list[float], times: list[float]) -> None:
-        self.frames = frames  # [N, C, H, W] uint8, one per distinct timestamp, sorted
+    __slots__ = ("frames", "pts", "shared", "slots")
+
+    def __init__(self, frames: torch.Tensor, pts: list[float], times: list[float], shared: set[float]) -> None:
+        self.frames = frames
         self.pts = pts
         self.slots = {t: i for i, t in enumerate(times)}
+        self.shared = shared
 
     def take(self, times: Sequence[float]) -> tuple[torch.Tensor, list[float]] | None:
-        """The frames at ``times`` as a new tensor laid out like the backend's own output; None if one is missing."""
+        """The frames at ``times``, laid out like the backend's own output (same strides); None if one is missing.
+
+        Frames no other sample reads, in consecutive slots (a window, a single frame), are a view of the batch's
+        tensor (no copy); others are copied, so that every sample owns its frames (a transform may change them
+        in place).
+        """
         try:
             slots = [self.slots[t] for t in times]
         except KeyError:
             return None
-        index = torch.tensor(slots, dtype=torch.int64)
+        pts = [self.pts[s] for s in slots]
+        first = slots[0]
         frames = self.frames
+        if slots == list(range(first, first + len(slots))) and not any(t in self.shared for t in times):
+            return frames[first:first + len(slots)], pts
+        index = torch.tensor(slots, dtype=torch.int64)
         if frames.dim() == 4 and not frames.is_contiguous() and frames.is_contiguous(
                 memory_format=torch.channels_last):
             # torchcodec hands out NCHW views of NHWC frames: keep that layout (strides as a per-sample decode)
-            taken = frames.permute(0, 2, 3, 1).index_select(0, index).permute(0, 3, 1, 2)
-        else:
-            taken = frames.index_select(0, index)
-        return taken, [self.pts[s] for s in slots]
+            return frames.permute(0, 2, 3, 1).index_select(0, index).permute(0, 3, 1, 2), pts
+        return frames.index_select(0, index), pts
 
 
 def select_episodes(meta: LeRobotMeta, *, episodes: Sequence[int] | None, split: str | None) -> list[int]:
@@ -245,8 +260,9 @@ class LeRobotDataset(Dataset):
 
         Per video file: one backend call with the batch's timestamps sorted and deduplicated, so overlapping
         windows decode each frame once and a file is read front to back (no seek back between samples), on the
-        decoder the backend keeps open across batches. A sample's frames are a new tensor of their own (a
-        transform may change them in place) with the values and strides a per-sample decode gives. A file whose
+        decoder the backend keeps open across batches. A sample's frames have the values and strides a per-sample
+        decode gives, and no other sample shares their memory (a transform may change them in place): frames only
+        one sample reads are a view of the batch's tensor, frames several samples read are copied. A file whose
         batch decode fails is left to the samples that read it: each decodes its own frames and raises the error
         a per-sample read raises (naming the episode, camera and file). Only the frames are shared: everything
         else about a sample (rows, pads, the pts check, the strategy's transform) is done by :meth:`item`, once
@@ -255,20 +271,22 @@ class LeRobotDataset(Dataset):
         if self._batch is not None or not self._video_cameras:
             yield
             return
-        wanted: dict[Path, dict[float, None]] = {}
+        readers: dict[Path, dict[float, int]] = {}  # file -> timestamp -> how many samples read it
         for position in positions:
             if not 0 <= int(position) < len(self):
                 continue  # item() raises the IndexError
             for path, times in self.video_reads(int(position)):
-                wanted.setdefault(path, {}).update(dict.fromkeys(times))
+                counts = readers.setdefault(path, {})
+                for t in set(times):
+                    counts[t] = counts.get(t, 0) + 1
         batch: dict[Path, _DecodedFile] = {}
-        for path, times in wanted.items():
-            ordered = sorted(times)
+        for path, counts in readers.items():
+            ordered = sorted(counts)
             try:
                 decoded = self.backend.decode(path, ordered)
             except DataError:
                 continue  # see the docstring: the samples reading this file report the error themselves
-            batch[path] = _DecodedFile(decoded.frames, decoded.pts, ordered)
+            batch[path] = _DecodedFile(decoded.frames, decoded.pts, ordered, {t for t, n in counts.items() if n > 1})
         self._batch = batch
         try:
             yield
