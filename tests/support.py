@@ -55,3 +55,11 @@ def run_torchrun(*args: str, env: dict[str, str], cwd: Path | str | None = None,
     if log is not None:
         Path(log).write_text(result.stdout + result.stderr)
     return result
+
+
+def recipe_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for running a recipe script (which execs ``torchrun`` from its PATH): that torchrun launches warm,
+    as :func:`run_torchrun` does (``tests/bin/torchrun``)."""
+    from tests.warm_cli import torchrun_shim_env
+
+    return torchrun_shim_env(env)

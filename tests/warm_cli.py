@@ -53,9 +53,14 @@ _IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS", "TORCH", "
 """Environment variables that libraries may read while being imported (so a server fixes their values)."""
 
 
+_READ_LATER = ("PYTHONPATH", "PYTORCH_CUDA_ALLOC_CONF")
+"""Matched by a prefix above but read after the imports (sys.path is set per command; the CUDA allocator reads its
+settings when it first allocates, which no server does): the recipes export PYTORCH_CUDA_ALLOC_CONF."""
+
+
 def _import_time_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, v) for k, v in env.items()
-                        if k.startswith(_IMPORT_TIME_PREFIXES) and k != "PYTHONPATH"))
+                        if k.startswith(_IMPORT_TIME_PREFIXES) and k not in _READ_LATER))
 
 
 def _site_listing() -> tuple[str, ...]:
@@ -68,8 +73,7 @@ def _site_listing() -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------------------------ server side
-def _recv_json(conn: socket.socket) -> dict[str, Any]:
-    data = b""
+def _recv_json(conn: socket.socket, data: bytes = b"") -> dict[str, Any]:
     while not data.endswith(b"\n"):
         chunk = conn.recv(65536)
         if not chunk:
@@ -78,18 +82,31 @@ def _recv_json(conn: socket.socket) -> dict[str, Any]:
     return json.loads(data)
 
 
-def _become_command(request: dict[str, Any], server_path: list[str]) -> None:
+def _recv_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    """A request, and the client's stdin/stdout/stderr when it sent them (``tests/bin/torchrun``: b"F" + fds)."""
+    first, fds, _, _ = socket.recv_fds(conn, 1, 3)
+    if not first:
+        raise ConnectionError("client went away")
+    return _recv_json(conn, b"" if first == b"F" else first), list(fds)
+
+
+def _become_command(request: dict[str, Any], server_path: list[str], stdio: list[int]) -> None:
     """In the forked child: what a new ``python -m MODULE ARGS`` process would see."""
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        out = os.open(path, os.O_WRONLY | os.O_TRUNC)
-        os.dup2(out, fd)
-        os.close(out)
+    if stdio:  # the client's own streams
+        for fd, received in enumerate(stdio):
+            os.dup2(received, fd)
+            os.close(received)
+    else:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            out = os.open(path, os.O_WRONLY | os.O_TRUNC)
+            os.dup2(out, fd)
+            os.close(out)
     python_path = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [os.getcwd(), *python_path, *server_path]
     sys.argv = [request["module"], *request["argv"]]
@@ -101,6 +118,8 @@ def _become_command(request: dict[str, Any], server_path: list[str]) -> None:
     np.random.seed()  # a new process draws a new global numpy state (``random`` reseeds itself after fork)
 
 
+_SERVER_KEY: list[tuple[tuple[str, str], ...]] = []
+"""The import-time settings this server imported under (a request that names them must match)."""
 _BASE_PATH: list[str] = []
 """The server's ``sys.path`` without its script folder and its PYTHONPATH (what every command starts from)."""
 
@@ -110,6 +129,7 @@ def serve(listen_path: str) -> None:
     import importlib
 
     _BASE_PATH[:] = [p for p in sys.path[1:] if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    _SERVER_KEY[:] = [_import_time_key(dict(os.environ))]
     for name in PRELOAD:
         importlib.import_module(name)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -119,10 +139,14 @@ def serve(listen_path: str) -> None:
     sys.stdout.flush()
     running: dict[int, socket.socket] = {}  # child pid -> its client's connection (commands run concurrently)
     while True:
-        readable, _, _ = select.select([listener, sys.stdin], [], [], 0.05 if running else None)
+        readable, _, _ = select.select([listener, sys.stdin, *running.values()], [], [], 0.05 if running else None)
         _reap(running)
         if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
             return  # the test process closed our stdin: it is gone
+        for pid, conn in list(running.items()):
+            if conn in readable and not conn.recv(1):  # its client is gone (killed, or its test ended)
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGKILL)
         if listener in readable:
             conn, _ = listener.accept()
             try:
@@ -145,7 +169,7 @@ def _reap(running: dict[int, socket.socket]) -> None:
         conn.close()
 
 
-def _run_child(request: dict[str, Any], conn: socket.socket, listener: socket.socket) -> None:
+def _run_child(request: dict[str, Any], conn: socket.socket, listener: socket.socket, stdio: list[int]) -> None:
     """The forked child: becomes the command, then exits as a real process does (non-daemon threads joined,
     ``atexit`` handlers run, streams flushed, the exit code of its SystemExit or 1 after an uncaught exception's
     traceback) but without tearing down the modules it inherited (seconds of freeing torch for nothing); never
@@ -155,7 +179,7 @@ def _run_child(request: dict[str, Any], conn: socket.socket, listener: socket.so
     try:
         if request["session"]:
             os.setsid()  # its own process group: a timeout kills it and every process it started
-        _become_command(request, _BASE_PATH)
+        _become_command(request, _BASE_PATH, stdio)
         import runpy
 
         # A real ``python -m`` has not imported the module yet (else runpy warns on stderr).
@@ -197,14 +221,21 @@ def _shutdown_and_exit(code: int) -> None:
 
 
 def _start_request(conn: socket.socket, listener: socket.socket, running: dict[int, socket.socket]) -> None:
-    request = _recv_json(conn)
+    request, stdio = _recv_request(conn)
+    if request.get("import_time_key") is not None and _import_time_key(request["env"]) != _SERVER_KEY[0]:
+        # started with other import-time settings than this server imported under: the client runs it cold
+        conn.sendall(json.dumps({"refused": "import-time environment differs"}).encode() + b"\n")
+        conn.close()
+        return
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
         for other in running.values():
             other.close()
-        _run_child(request, conn, listener)
+        _run_child(request, conn, listener, stdio)
+    for fd in stdio:
+        os.close(fd)
     running[pid] = conn
     with contextlib.suppress(OSError):  # a client gone already: the child is still reaped
         conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
@@ -275,6 +306,28 @@ def _close_all() -> None:
 atexit.register(_close_all)
 
 
+def _server(env: dict[str, str]) -> _Server:
+    """The live warm server for ``env``'s import-time settings (started when there is none)."""
+    key = _import_time_key(env)
+    server = _SERVERS.get(key)
+    if server is None or not server.alive():
+        if server is not None:
+            server.close()
+        server = _SERVERS[key] = _Server(env)
+    return server
+
+
+def torchrun_shim_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a command that runs ``torchrun`` from its PATH (a recipe script): ``tests/bin/torchrun`` first
+    on PATH, which launches in a fork of the warm server for ``env`` (with ``TESTS_COLD_CLI=1``: this Python's
+    real ``python -m torch.distributed.run``)."""
+    shim = str(Path(__file__).resolve().parent / "bin")
+    env = {**env, "PATH": os.pathsep.join([shim, env.get("PATH", os.defpath)]), "WARM_TESTS_PYTHON": sys.executable}
+    if os.environ.get("TESTS_COLD_CLI") != "1":
+        env["WARM_TESTS_SOCKET"] = _server(env).socket_path
+    return env
+
+
 def run_module(argv: list[str], *, env: dict[str, str], cwd: str | None, timeout: float,
                python: str | None, module: str = MODULE, cold_module: str | None = None,
                session: bool = False) -> subprocess.CompletedProcess[str]:
@@ -286,13 +339,7 @@ def run_module(argv: list[str], *, env: dict[str, str], cwd: str | None, timeout
     if os.environ.get("TESTS_COLD_CLI") == "1" or (python is not None and python != sys.executable):
         cold = [python or sys.executable, "-m", cold_module or module, *argv]
         return _run_cold(cold, env=env, cwd=cwd, timeout=timeout, session=session)
-    key = _import_time_key(env)
-    server = _SERVERS.get(key)
-    if server is None or not server.alive():
-        if server is not None:
-            server.close()
-        server = _SERVERS[key] = _Server(env)
-    return server.run(argv, env=env, cwd=os.path.abspath(cwd or os.getcwd()), timeout=timeout, cmd=cmd,
+    return _server(env).run(argv, env=env, cwd=os.path.abspath(cwd or os.getcwd()), timeout=timeout, cmd=cmd,
                       module=module, session=session)
 
 

@@ -6,9 +6,6 @@ frame of the 72 x 96 wrist camera), the lerobot preset (independent draws per ca
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -24,7 +21,7 @@ from embodied_core.data.loader import ResumableLoader
 from embodied_core.data.samplers import ShareFn, cyclic_sampler
 from embodied_core.model_api import collate_samples
 from embodied_data.lerobot.dataset import LeRobotDataset
-from tests.support import DATASETS_DIR, REPO_ROOT, clean_env
+from tests.support import DATASETS_DIR, clean_env, run_torchrun
 
 DATASET = DATASETS_DIR / "lerobot_written" / "v30"
 CAMERAS = ("observation.images.front", "observation.images.wrist")
@@ -134,12 +131,9 @@ def test_each_rank_gives_a_sample_the_frames_of_one_rank(straight: list[Any]) ->
 @pytest.mark.timeout(300)
 def test_two_gloo_processes_give_the_frames_of_one(tmp_path: Path) -> None:
     out = tmp_path / "hashes.json"
-    env = clean_env(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-                    OMP_NUM_THREADS="1")
     worker = Path(__file__).with_name("_augment_ranks_worker.py")
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-               f"--master_port={_free_port()}", str(worker), str(out)]
-    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    done = run_torchrun("--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={_free_port()}",
+                        str(worker), str(out), env=clean_env(OMP_NUM_THREADS="1"), cwd=tmp_path, timeout=240)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     two = json.loads(out.read_text())
     assert two["world_size"] == 2

@@ -9,18 +9,14 @@ Each launch runs under a subprocess timeout, so a hung collective fails the test
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from tests.support import DATASETS_DIR, clean_env
+from tests.support import DATASETS_DIR, clean_env, run_embodied, run_torchrun
 
 pytestmark = [pytest.mark.slow]
 
@@ -39,21 +35,17 @@ def _free_port() -> int:
 
 
 def _run(output_dir: Path, args: list[str], *, nproc: int = 1) -> list[dict]:
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port",
-                str(_free_port())] if nproc > 1 else [sys.executable]
-    cmd = [*launcher, "-m", "embodied_core.cli.main", "train", *COMMON, *args, "--output-dir", str(output_dir)]
+    train = ["train", *COMMON, *args, "--output-dir", str(output_dir)]
     log = output_dir.with_suffix(".log")
     output_dir.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as sink:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=clean_env(OMP_NUM_THREADS="1"),
-                                start_new_session=True)
-        try:
-            returncode = proc.wait(timeout=300)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            pytest.fail(f"launch hung for 300 s:\n{log.read_text()[-4000:]}")
-    assert returncode == 0, log.read_text()[-4000:]
+    env = clean_env(OMP_NUM_THREADS="1")
+    if nproc > 1:
+        result = run_torchrun("--nproc_per_node", str(nproc), "--master_port", str(_free_port()),
+                              "-m", "embodied_core.cli.main", *train, env=env, timeout=300, log=log)
+    else:
+        result = run_embodied(*train, env=env, timeout=300)
+        log.write_text(result.stdout + result.stderr)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
 
 

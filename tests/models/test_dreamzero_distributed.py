@@ -27,7 +27,7 @@ from embodied_core import registry
 from embodied_core.trainer.api import Trainer
 from embodied_models.dreamzero.modeling import DreamZeroModel
 from embodied_models.dreamzero.spec import dreamzero_spec
-from tests.support import DATASETS_DIR, REPO_ROOT, clean_env
+from tests.support import DATASETS_DIR, REPO_ROOT, clean_env, recipe_env
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -96,6 +96,7 @@ def _recipe(out: Path) -> list[dict]:
                     SEED="42", MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1",
                     PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
                     PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = recipe_env(env)
     log = out.with_suffix(".log")
     out.parent.mkdir(parents=True, exist_ok=True)
     script = REPO_ROOT / "examples" / "dreamzero" / "run_dreamzero_lora_fsdp_finetune.sh"

@@ -6,16 +6,12 @@ equal to the direct sampling path, and FSDP2 (MoT layers as units) on two gloo p
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.support import DATASETS_DIR, clean_env, run_embodied
+from tests.support import DATASETS_DIR, clean_env, run_embodied, run_torchrun
 
 DATASET = DATASETS_DIR / "strategies" / "fastwam_v21"
 TOKENIZER = DATASETS_DIR / "strategies" / "tokenizers" / "umt5_tiny"
@@ -91,23 +87,14 @@ def test_checkpoint_is_a_policy_equal_to_the_direct_path(run):
 def _launch(out: Path, cache: Path, strategy: str) -> list[dict]:
     from tests.models.test_pi05_distributed import _free_port
 
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
-           "-m", "embodied_core.cli.main", "train", "--model-name", "fastwam_tiny", "--dataset-path", str(DATASET),
-           "--train-iters", "2", "--per-device-batch-size", "1", "--num-workers", "0", "--dtype", "float32",
-           "--lr-warmup-iters", "0", "--save-interval", "0", "--output-dir", str(out), "--distributed-strategy",
-           strategy, f"data.text_cache_dir={cache}"]
-    log = out.with_suffix(".log")
+    args = ["--nproc_per_node", "2", "--master_port", str(_free_port()),
+            "-m", "embodied_core.cli.main", "train", "--model-name", "fastwam_tiny", "--dataset-path", str(DATASET),
+            "--train-iters", "2", "--per-device-batch-size", "1", "--num-workers", "0", "--dtype", "float32",
+            "--lr-warmup-iters", "0", "--save-interval", "0", "--output-dir", str(out), "--distributed-strategy",
+            strategy, f"data.text_cache_dir={cache}"]
     out.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as sink:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=clean_env(OMP_NUM_THREADS="1"),
-                                start_new_session=True)
-        try:
-            code = proc.wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            pytest.fail(f"{strategy} launch hung for 240 s:\n{log.read_text()[-4000:]}")
-    assert code == 0, log.read_text()[-4000:]
+    result = run_torchrun(*args, env=clean_env(OMP_NUM_THREADS="1"), timeout=240, log=out.with_suffix(".log"))
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 

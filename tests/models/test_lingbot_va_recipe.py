@@ -15,7 +15,7 @@ import torch
 
 from embodied_core.config.resolve import load_config
 from embodied_models.lingbot_va.precompute import precompute_latents
-from tests.support import DATASETS_DIR
+from tests.support import DATASETS_DIR, recipe_env
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -52,6 +52,7 @@ def _launch(root: Path, tag: str, *, steps: int, extra_env: dict[str, str] | Non
     if "WORLD_SIZE" not in (extra_env or {}):
         env.pop("WORLD_SIZE", None)
         env.pop("RANK", None)
+    env = recipe_env(env)
     return subprocess.Popen(["bash", str(RECIPE), f"data.latent_cache={root / 'cache'}"], env=env, cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.models.test_pi05_distributed import _free_port
-from tests.support import DATASETS_DIR, REPO_ROOT, clean_env
+from tests.support import DATASETS_DIR, REPO_ROOT, clean_env, recipe_env
 
 V30 = DATASETS_DIR / "lerobot_written" / "v30"
 RECIPE = REPO_ROOT / "examples" / "smolvla" / "run_smolvla_ddp_finetune.sh"
@@ -31,7 +31,7 @@ def test_recipe_trains_smolvla_tiny_on_a_real_dataset_and_the_loss_falls(tmp_pat
                     PER_DEVICE_BATCH_SIZE="8", LR="2e-3", MIN_LR="2e-4", WARMUP_ITERS="0", DECAY_ITERS="40",
                     SAVE_INTERVAL="40", LOG_INTERVAL="1", DTYPE="float32", SEED="3", MASTER_PORT=str(_free_port()),
                     PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.run(["bash", str(RECIPE), "model.num_inference_steps=4"], env=env, cwd=REPO_ROOT,
+    proc = subprocess.run(["bash", str(RECIPE), "model.num_inference_steps=4"], env=recipe_env(env), cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert "embodied SmolVLA fine-tuning (DDP)" in proc.stdout

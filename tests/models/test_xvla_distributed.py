@@ -29,7 +29,7 @@ from embodied_core.trainer.api import Trainer
 from embodied_models.xvla.batch import XvlaPreparedBatch
 from embodied_models.xvla.config import XvlaDataConfig, XvlaModelConfig
 from embodied_models.xvla.modeling import XvlaModel
-from tests.support import DATASETS_DIR, REPO_ROOT, clean_env
+from tests.support import DATASETS_DIR, REPO_ROOT, clean_env, recipe_env
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -99,6 +99,7 @@ def _recipe(out: Path, script: str) -> list[dict]:
                     PER_DEVICE_BATCH_SIZE="2", MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1",
                     PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
                     PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = recipe_env(env)
     log = out.with_suffix(".log")
     out.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as sink:

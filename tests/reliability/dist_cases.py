@@ -19,10 +19,12 @@ from typing import Any
 
 import attrs
 
-from tests.dist._launch import MODEL, TORCHRUN, free_port
-from tests.support import REPO_ROOT, clean_env
+from tests.dist._launch import MODEL, free_port
+from tests.support import REPO_ROOT, clean_env, recipe_env
 
 WORKER = Path(__file__).resolve().with_name("_fault_worker.py")
+TORCHRUN_SHIM = str(REPO_ROOT / "tests" / "bin" / "torchrun")
+"""torchrun on the PATH of the launches (a warm launch: tests/bin/torchrun)."""
 
 
 @attrs.define
@@ -68,12 +70,15 @@ def launch(workdir: Path, runs: list[dict[str, Any]], *, fault: dict[str, Any] |
     port = free_port()
     env = clean_env(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
                     OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    if style.startswith("torchrun"):
+        env = recipe_env(env)  # `torchrun` (tests/bin/torchrun): the launch runs warm, as a process of its own
     if style == "torchrun1":
-        commands = [[*TORCHRUN, "--nproc_per_node=2", f"--master_port={port}", "--master_addr=127.0.0.1",
+        commands = [[TORCHRUN_SHIM, "--nproc_per_node=2", f"--master_port={port}", "--master_addr=127.0.0.1",
                      str(WORKER), str(spec)]]
         envs = [env]
     elif style == "torchrun2":
-        commands = [[*TORCHRUN, "--nproc_per_node=1", "--nnodes=2", f"--node_rank={node}", "--master_addr=127.0.0.1",
+        commands = [[TORCHRUN_SHIM, "--nproc_per_node=1", "--nnodes=2", f"--node_rank={node}",
+                     "--master_addr=127.0.0.1",
                      f"--master_port={port}", str(WORKER), str(spec)] for node in range(2)]
         envs = [env, env]
     elif style == "platform":
