@@ -6,18 +6,14 @@ dropout (torch's RNG) is switched off for the comparison. Each launch runs under
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from embodied_core import Trainer
-from tests.support import clean_env
+from tests.support import clean_env, run_torchrun
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -34,21 +30,11 @@ def _free_port() -> int:
 
 def _launch(output_dir: Path, *, strategy: str) -> list[dict]:
     """Two gloo ranks with half the batch each."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
-           *COMMON, "--per-device-batch-size", "2", "--output-dir", str(output_dir), "--distributed-strategy", strategy]
-    log = output_dir.with_suffix(".log")
+    args = ["--nproc_per_node", "2", "--master_port", str(_free_port()), *COMMON, "--per-device-batch-size", "2",
+            "--output-dir", str(output_dir), "--distributed-strategy", strategy]
     output_dir.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as sink:
-        # own session: on timeout the whole group (torchrun and both ranks) is killed, no orphans
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=clean_env(OMP_NUM_THREADS="1"),
-                                start_new_session=True)
-        try:
-            returncode = proc.wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            pytest.fail(f"{strategy} launch hung for 240 s:\n{log.read_text()[-4000:]}")
-    assert returncode == 0, log.read_text()[-4000:]
+    result = run_torchrun(*args, env=clean_env(OMP_NUM_THREADS="1"), timeout=240, log=output_dir.with_suffix(".log"))
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
 
 
