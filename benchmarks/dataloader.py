@@ -13,13 +13,19 @@ Goal: ours >= 0.85x bare items/s; peak RSS per worker within 10% between 500 and
 per wall second and per CPU second of the loader's processes; on a host shared with other jobs the CPU figure
 is the one to compare (wall time then mostly measures the neighbours).
 
-Side by side with lerobot (issue 19), when the side venv of ``benchmarks/setup_lerobot_venv.sh`` exists: the
-same query in ours and in lerobot 0.6.1's ``LeRobotDataset`` (lingzu episodes with video, action horizon 50, the
-current state and frame, batch 8, the same ``--side-items`` positions in the same order), one whole pass per
-fresh process (``benchmarks/loader_pass.py``), ours and lerobot interleaved, ``--side-rounds`` each. Printed per
-worker count: whole-pass items/s (iterator creation to last batch) and its ratio, first-batch time, peak RSS per
-worker. Goal: items/s >= 1.5x lerobot's at 0 and 2 workers, first batch <= lerobot's, peak RSS per worker <=
-lerobot's.
+Side by side with lerobot (issues 19, 29), when the side venv of ``benchmarks/setup_lerobot_venv.sh`` exists: the
+same query in ours and in lerobot 0.6.1's ``LeRobotDataset`` (the episodes with video, action horizon 50, the
+current state, ``--camera-frames`` camera frames ending at the current one, batch 8, the same ``--side-items``
+positions in the same order), one whole pass per fresh process (``benchmarks/loader_pass.py``), on each of
+``--side-datasets``: ``lingzu`` (the shared lingzu_pi05_v30, MPEG-4 640x480), ``g1`` (the shared g1_inspire_v21,
+AV1 640x480), ``synth`` (30 episodes at 224x224 written by ``embodied data synth`` into ``outputs/``, once). Next to
+them, the decoder's limit (``benchmarks/decode_ceiling.py``): the frames of our pass decoded by torchcodec alone in
+a tight loop, in as many processes as the pass has workers. Ours, lerobot and the ceiling run interleaved,
+``--side-rounds`` each (``--per-sample`` adds our per-sample decoding path). Printed per dataset and worker count
+(medians): whole-pass items/s and frames/s (iterator creation to last batch) with the ratio to lerobot's,
+first-batch time, peak RSS per worker, our frames/s as a fraction of the ceiling's, and the load average over the
+runs. Goals: items/s >= 3x lerobot's at 2 workers (issue 29; 1.5x at 0 and 2 in issue 19), >= 0.8 of the decode
+ceiling at 0 workers, first batch <= lerobot's, peak RSS per worker <= lerobot's.
 
 Image augmentation (issue 25): ours with and without ``data.image_augmentation`` (``--augmentation``, default the
 ``lerobot`` preset, drawn per sample as the training loader draws it, in the workers), the same items, alternating
@@ -28,6 +34,7 @@ workers.
 
     .venv/bin/python benchmarks/dataloader.py [--items 1000] [--rss-items 500 5000] [--workers 0 2]
     .venv/bin/python benchmarks/dataloader.py --skip-bare [--side-rounds 3] [--lerobot-python .venv-lerobot/bin/python]
+    .venv/bin/python benchmarks/dataloader.py --only-side --side-datasets lingzu synth --camera-frames 1 9
     .venv/bin/python benchmarks/dataloader.py --only-augmentation [--augmentation lerobot] [--items 400]
 """
 
@@ -58,9 +65,32 @@ from embodied_data.lerobot.dataset import LeRobotDataset
 from embodied_data.lerobot.factory import build_dataset
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATASET = REPO.parent / "shared" / "datasets" / "lingzu_pi05_v30"
+SHARED = REPO.parent / "shared" / "datasets"
+DEFAULT_DATASET = SHARED / "lingzu_pi05_v30"
 DEFAULT_LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
 EPISODES = "3-6,10-12"
+
+
+@dataclasses.dataclass(frozen=True)
+class SideDataset:
+    """A dataset of the side-by-side run: where it is, the episodes with video, and the query's keys."""
+
+    path: Path
+    episodes: tuple[int, ...]
+    camera: str
+    state_key: str
+    action_key: str
+    synth: bool = False
+    """Written by ``embodied data synth`` when absent (30 episodes, 224x224, 30 fps)."""
+
+
+SIDE_DATASETS = {
+    "lingzu": SideDataset(DEFAULT_DATASET, (3, 4, 5, 6, 10, 11, 12), "image", "state", "actions"),
+    "g1": SideDataset(SHARED / "g1_inspire_v21", tuple(range(10, 20)), "observation.images.cam_high",
+                      "observation.state", "action"),
+    "synth": SideDataset(REPO / "outputs" / "synth30_224", tuple(range(30)), "observation.images.front",
+                         "observation.state", "action", synth=True),
+}
 
 
 class BareTorchCodec(Dataset):
@@ -182,6 +212,12 @@ def main() -> None:
     parser.add_argument("--skip-bare", action="store_true", help="only the side-by-side run with lerobot")
     parser.add_argument("--side-items", type=int, default=200, help="positions read per side-by-side pass")
     parser.add_argument("--side-rounds", type=int, default=3, help="fresh-process passes per side and worker count")
+    parser.add_argument("--side-datasets", nargs="+", default=["lingzu"], choices=sorted(SIDE_DATASETS))
+    parser.add_argument("--camera-frames", type=int, nargs="+", default=[1],
+                        help="camera frames per sample in the side-by-side run (1: the current frame; 9: a window)")
+    parser.add_argument("--per-sample", action="store_true", help="side by side: also our per-sample decoding path")
+    parser.add_argument("--no-ceiling", action="store_true", help="side by side: skip the decode ceiling")
+    parser.add_argument("--only-side", action="store_true", help="only the side-by-side run with lerobot")
     parser.add_argument("--lerobot-python", type=Path, default=DEFAULT_LEROBOT_PYTHON,
                         help="the side venv's interpreter; the side-by-side run is skipped when it is missing")
     parser.add_argument("--augmentation", default="lerobot", help="augmentation preset measured (lerobot)")
@@ -189,48 +225,86 @@ def main() -> None:
     opts = parser.parse_args()
     torch.set_num_threads(1)
 
-    ours = build_ours(opts.dataset)
-    with_augmentation(opts, ours)
-    if opts.only_augmentation:
-        return
-    if not opts.skip_bare:
-        versus_bare(opts, ours)
+    if not opts.only_side:
+        ours = build_ours(opts.dataset)
+        with_augmentation(opts, ours)
+        if opts.only_augmentation:
+            return
+        if not opts.skip_bare:
+            versus_bare(opts, ours)
     if opts.lerobot_python.exists():
-        versus_lerobot(opts, len(ours))
+        for name in opts.side_datasets:
+            for camera_frames in opts.camera_frames:
+                versus_lerobot(opts, name, camera_frames)
     else:
         print(f"lerobot side by side skipped: {opts.lerobot_python} not found (bash benchmarks/setup_lerobot_venv.sh)")
 
 
-def _pass(python: Path, impl: str, opts: argparse.Namespace, positions: list[int], workers: int) -> dict[str, Any]:
+def _query_flags(side: SideDataset, camera_frames: int, batch_size: int) -> list[str]:
+    return ["--dataset", str(side.path), "--episodes", ",".join(map(str, side.episodes)), "--camera", side.camera,
+            "--state-key", side.state_key, "--action-key", side.action_key, "--camera-frames", str(camera_frames),
+            "--batch-size", str(batch_size)]
+
+
+def _pass(python: Path, impl: str, query: list[str], positions: list[int], workers: int,
+          extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """One whole pass in a fresh process (``loader_pass.py``), its JSON result."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    result = subprocess.run([str(python), str(REPO / "benchmarks" / "loader_pass.py"), "--impl", impl,
-                             "--dataset", str(opts.dataset), "--workers", str(workers),
-                             "--positions", ",".join(map(str, positions))],
-                            capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
+    result = subprocess.run([str(python), str(REPO / "benchmarks" / "loader_pass.py"), "--impl", impl, *query,
+                             "--workers", str(workers), "--positions", ",".join(map(str, positions)), *extra],
+                            capture_output=True, text=True, env=env, cwd=REPO, timeout=1800)
     if result.returncode != 0:
         raise RuntimeError(f"{impl} pass with {workers} workers failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def versus_lerobot(opts: argparse.Namespace, frames: int) -> None:
-    """Ours vs lerobot's LeRobotDataset: the same positions, fresh process per pass, interleaved."""
-    positions = random.Random(opts.seed).sample(range(frames), opts.side_items)
-    print(f"side by side with lerobot ({opts.lerobot_python}): {opts.side_items} positions of {frames} frames, "
-          f"batch 8, {opts.side_rounds} fresh-process passes per side, interleaved")
+def ensure_synth(side: SideDataset) -> None:
+    """Writes the synth dataset of the side-by-side run when it is absent (into ``outputs/``, git-ignored)."""
+    if not side.synth or (side.path / "meta" / "info.json").is_file():
+        return
+    from embodied_data.synth import SynthConfig, write_synthetic_dataset
+
+    config = SynthConfig(num_episodes=len(side.episodes), fps=30, min_length=100, max_length=200,
+                         image_size=(224, 224), seed=0)
+    summary = write_synthetic_dataset(side.path, config, overwrite=True)
+    print(f"wrote {summary.root}: {summary.num_episodes} episodes, {summary.num_frames} frames, 224x224, "
+          f"{summary.codec}")
+
+
+def versus_lerobot(opts: argparse.Namespace, name: str, camera_frames: int) -> None:
+    """Ours vs lerobot's LeRobotDataset (and the decode ceiling): the same positions, fresh process per pass,
+    interleaved."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from loader_pass import build_ours as build_query
+
+    side = SIDE_DATASETS[name]
+    ensure_synth(side)
+    query = _query_flags(side, camera_frames, opts.batch_size)
+    frames = len(build_query(argparse.Namespace(
+        dataset=str(side.path), episodes=list(side.episodes), camera=side.camera, state_key=side.state_key,
+        action_key=side.action_key, horizon=50, camera_frames=camera_frames)))
+    positions = random.Random(opts.seed).sample(range(frames), min(opts.side_items, frames))
+    print(f"side by side with lerobot on {name} ({side.path.name}, {camera_frames} camera frame(s) per sample): "
+          f"{len(positions)} positions of {frames} frames, batch {opts.batch_size}, {opts.side_rounds} fresh-process "
+          f"passes per side, interleaved")
+    ours = Path(sys.executable)
     for workers in opts.workers:
-        runs: dict[str, list[dict[str, Any]]] = {"ours": [], "lerobot": []}
+        runs: dict[str, list[dict[str, Any]]] = {"ours": [], "lerobot": [], "ceiling": [], "per_sample": []}
         for _ in range(opts.side_rounds):
-            runs["ours"].append(_pass(Path(sys.executable), "ours", opts, positions, workers))
-            runs["lerobot"].append(_pass(opts.lerobot_python, "lerobot", opts, positions, workers))
-        if len({r["index_checksum"] for side in runs.values() for r in side}) != 1:
+            runs["ours"].append(_pass(ours, "ours", query, positions, workers))
+            runs["lerobot"].append(_pass(opts.lerobot_python, "lerobot", query, positions, workers))
+            if not opts.no_ceiling:
+                runs["ceiling"].append(_pass(ours, "ceiling", query, positions, workers))
+            if opts.per_sample:
+                runs["per_sample"].append(_pass(ours, "ours", query, positions, workers, ("--per-sample",)))
+        if len({r["index_checksum"] for side_runs in runs.values() for r in side_runs}) != 1:
             raise RuntimeError("ours and lerobot read different frames: the comparison would not be like for like")
+        for line in _side_lines(runs, workers):
+            print(line)
 
-        print(_side_line(runs, workers))
 
-
-def _side_line(runs: dict[str, list[dict[str, Any]]], workers: int) -> str:
-    """One printed row of the side-by-side comparison (medians over the passes)."""
+def _side_lines(runs: dict[str, list[dict[str, Any]]], workers: int) -> list[str]:
+    """The printed rows of the side-by-side comparison (medians over the passes)."""
     def med(side: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[side])
 
@@ -238,12 +312,28 @@ def _side_line(runs: dict[str, list[dict[str, Any]]], workers: int) -> str:
         return statistics.median(max(r["peak_rss_mib"]) for r in runs[side])
 
     ratio = med("ours", "items_per_s") / med("lerobot", "items_per_s")
-    return (f"workers={workers}: whole pass ours {med('ours', 'items_per_s'):6.1f} items/s, lerobot "
-            f"{med('lerobot', 'items_per_s'):6.1f} items/s, ratio {ratio:.2f}x (goal >= 1.5x) | first batch ours "
-            f"{med('ours', 'first_batch_s'):.2f} s, lerobot {med('lerobot', 'first_batch_s'):.2f} s | peak RSS per "
-            f"{'worker' if workers else 'process'} ours {rss('ours'):.0f} MiB, lerobot {rss('lerobot'):.0f} MiB | "
-            f"dataset build ours {med('ours', 'build_s'):.1f} s, lerobot {med('lerobot', 'build_s'):.1f} s "
-            f"(medians of {len(runs['ours'])})")
+    loads = [r["load_avg"] for side in runs.values() for r in side]
+    lines = [f"workers={workers}: whole pass ours {med('ours', 'items_per_s'):6.1f} items/s "
+             f"({med('ours', 'frames_per_s'):6.1f} frames/s), lerobot {med('lerobot', 'items_per_s'):6.1f} items/s "
+             f"({med('lerobot', 'frames_per_s'):6.1f} frames/s), ratio {ratio:.2f}x (goal >= 3x at 2 workers) | "
+             f"first batch ours {med('ours', 'first_batch_s'):.2f} s, lerobot {med('lerobot', 'first_batch_s'):.2f} s"
+             f" | peak RSS per {'worker' if workers else 'process'} ours {rss('ours'):.0f} MiB, lerobot "
+             f"{rss('lerobot'):.0f} MiB | dataset build ours {med('ours', 'build_s'):.1f} s, lerobot "
+             f"{med('lerobot', 'build_s'):.1f} s (medians of {len(runs['ours'])}; load average "
+             f"{min(loads):.1f}-{max(loads):.1f})"]
+    if runs["per_sample"]:
+        lines.append(f"  ours decoding per sample: {med('per_sample', 'items_per_s'):6.1f} items/s; batched decoding "
+                     f"is {med('ours', 'items_per_s') / med('per_sample', 'items_per_s'):.2f}x that")
+    if runs["ceiling"]:
+        frames = runs["ceiling"][0]["frames_returned"]
+        batched = frames / med("ceiling", "ceiling_batched_s")
+        per_sample = frames / med("ceiling", "ceiling_per_sample_s")
+        ours = med("ours", "frames_per_s")
+        lines.append(f"  decode ceiling ({max(workers, 1)} process(es), torchcodec alone): {batched:6.1f} frames/s "
+                     f"batched per file ({runs['ceiling'][0]['decoded_batched']} distinct frames), {per_sample:6.1f} "
+                     f"frames/s per sample ({runs['ceiling'][0]['decoded_per_sample']}) | ours = {ours / batched:.2f} "
+                     f"of the batched ceiling, {ours / per_sample:.2f} of the per-sample one (goal >= 0.8, 0 workers)")
+    return lines
 
 
 class Augmented(Dataset):
