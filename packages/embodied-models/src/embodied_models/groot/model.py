@@ -10,6 +10,7 @@ the training terms, the loss and Euler sampling.
 
 from __future__ import annotations
 
+import abc
 from typing import Any, ClassVar
 
 import torch
@@ -30,7 +31,7 @@ LLM_PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "
 """The attention and MLP projections of a (Qwen3 / Qwen3-VL) language layer, the backbone's LoRA targets."""
 
 
-class GrootModel(EmbodiedModel):
+class GrootModel(EmbodiedModel, abc.ABC):
     """Base class of the GR00T models (``backbone.*`` + ``action_head.*``); see the module docstring.
 
     Subclasses set ``config`` (``action_horizon``, ``max_action_dim``, the flow constants, ``state_dropout_prob``,
@@ -76,9 +77,9 @@ class GrootModel(EmbodiedModel):
         self.backbone.init_non_persistent_buffers()
 
     # ------------------------------------------------------------------ forward
+    @abc.abstractmethod
     def backbone_features(self, batch: Any) -> torch.Tensor:
-        """Backbone features [B, L, llm_width] of a batch (the port's backbone call)."""
-        raise NotImplementedError
+        """Backbone features [B, L, llm_width] of a batch (each port's backbone call)."""
 
     def head_inputs(self, batch: Any) -> ActionHeadInputs:
         """Backbone features and the head's other inputs."""
