@@ -9,13 +9,13 @@ import pytest
 from torch import nn
 
 from embodied_core.config.training_args import TrainingArgs
-from embodied_core.errors import ConfigError, UsageError
 from embodied_core.distributed.validation import (
     distributed_problems,
     launch_env,
     launch_problems,
     shard_group_size,
 )
+from embodied_core.errors import ConfigError, UsageError
 from embodied_dist.convert import main as checkpoint_main
 from embodied_dist.wrap import select_units
 from tests.dist._launch import losses, run_single, training

@@ -234,7 +234,10 @@ def test_cached_inputs_equal_online(tiny):
     assert loss_online.loss.item() == loss_cached.loss.item()
     for key in ("dynamics_loss", "action_loss"):
         assert loss_online.metrics[key].item() == loss_cached.metrics[key].item()
-    torch.testing.assert_close(act_cached, act_online, rtol=0, atol=0)
+    # sampling encodes the current frame alone online but slices the first latent frame of the cached window:
+    # equal for the causal VAE, but the 1-frame and the window conv3d may pick different CPU kernels (CI
+    # saw 6e-8), so this one comparison is to float rounding, not bitwise
+    torch.testing.assert_close(act_cached, act_online, rtol=1e-5, atol=1e-6)
     assert act_online.shape == (2, cfg.model.action_horizon, cfg.model.max_action_dim)
     # latents of frames not resized to model.target_video_size (32x64 -> a 2x4 grid) are refused
     with pytest.raises(DataError, match=r"\(2, 2\) latent grid.*encode to \(2, 4\)"):

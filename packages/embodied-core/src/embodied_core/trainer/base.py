@@ -354,14 +354,7 @@ class BaseTrainer:
             self.model.train()
             data_iter = iter(self.loader)
             while self.state.step < self.args.train_iters:
-                with self.profiler.step(self.state.step + 1):  # --use-*-profiler window (absolute steps)
-                    record = self.train_step(data_iter)
-                self.state.step += 1
-                logged = self.log_step(record)
-                self.hooks.hook.on_step_end(step=self.state.step, metrics=logged)
-                self.runtime.on_step_end(self.state.step)
-                if self.should_save():
-                    self.save_checkpoint()
+                self.run_step(data_iter)
             return self.finalize()
         except Exception as exc:
             # under several processes: name the rank that failed or died, and leave no rank waiting for this one
@@ -371,6 +364,22 @@ class BaseTrainer:
             raise explained from exc
         finally:
             self.close()
+
+    def run_step(self, data_iter: Any) -> dict[str, float] | None:
+        """One iteration of :meth:`train`'s loop: the update (inside the ``--use-*-profiler`` window), the step
+        count, metrics on logging steps, the ``on_step_end`` hook, ``--manual-gc`` and the ``--save-interval``
+        checkpoint. Returns the logged metrics (None on steps that do not log)."""
+        with self.profiler.step(self.state.step + 1):  # --use-*-profiler window (absolute steps)
+            record = self.train_step(data_iter)
+        self.state.step += 1
+        logged = self.log_step(record)
+        on_step_end = self.hooks.hook.on_step_end
+        if on_step_end.get_hookimpls():  # pluggy's dispatch costs microseconds even when no plugin implements it
+            on_step_end(step=self.state.step, metrics=logged)
+        self.runtime.on_step_end(self.state.step)
+        if self.should_save():
+            self.save_checkpoint()
+        return logged
 
     def train_step(self, data_iter: Any) -> StepRecord:
         """One optimizer update over ``--gradient-accumulation-steps`` micro-batches.
