@@ -26,6 +26,11 @@ from tests.support import FIXTURES_DIR
 GOLDEN = FIXTURES_DIR / "metaworld_lerobot"
 CONFIG = json.loads((GOLDEN / "config.json").read_text()) if GOLDEN.is_dir() else {"cases": []}
 INFO_KEYS = ("near_object", "grasp_success", "grasp_reward", "in_place_reward", "obj_to_target", "unscaled_reward")
+PHYSICS_TOL = {"rtol": 1e-12, "atol": 1e-12}
+"""Physics floats (rewards, info values, raw observations, agent_pos) are compared to a few float64 ulps: MuJoCo's CPU
+physics takes other SIMD paths on other x86 CPUs (measured: bit-identical on the machine the golden was recorded on,
+up to 2.2e-16 in positions and 1.7e-15 relative in a reward on an AMD EPYC). Flags, success, step counts, the
+episode draws (``rand_vec``) and every frame stay exact."""
 
 
 @pytest.fixture(scope="module")
@@ -72,18 +77,22 @@ def test_replays_lerobots_metaworld_env_exactly(case, lerobot_envs):
             env.obs_type = "pixels_agent_pos" if t in frame_steps else "agent_pos"
             obs, reward, terminated, truncated, info = env.step(data["actions"][t - 1])
             k = t - 1
-            assert (reward, terminated, truncated) == (data["reward"][k], data["terminated"][k],
-                                                       data["truncated"][k]), f"step {t}"
+            assert (terminated, truncated) == (data["terminated"][k], data["truncated"][k]), f"step {t}"
+            np.testing.assert_allclose(reward, data["reward"][k], **PHYSICS_TOL, err_msg=f"reward at {t}")
             assert info["is_success"] == data["is_success"][k] and info["success"] == data["success"][k]
-            assert [info[key] for key in INFO_KEYS] == [data[f"info_{key}"][k] for key in INFO_KEYS], f"step {t}"
+            np.testing.assert_allclose([float(info[key]) for key in INFO_KEYS],
+                                       [data[f"info_{key}"][k] for key in INFO_KEYS], **PHYSICS_TOL,
+                                       err_msg=f"info at {t}")
             assert info["task"] == case["task"] and ("final_info" in info) == bool(terminated)
             assert env.inner.curr_path_length == data["curr_path_length"][k], f"step {t}"
             if t in resets:  # lerobot's reset inside step(): the env is already in the next episode
-                assert np.array_equal(env.raw_observation, resets[t]["raw_obs"])
+                np.testing.assert_allclose(env.raw_observation, resets[t]["raw_obs"], **PHYSICS_TOL)
                 assert np.array_equal(env.inner._last_rand_vec, resets[t]["rand_vec"])
             else:
-                assert np.array_equal(env.raw_observation, data["raw_obs"][t]), f"step {t}"
-        assert np.array_equal(obs["agent_pos"], data["agent_pos"][t]), f"agent_pos at {t}"
+                np.testing.assert_allclose(env.raw_observation, data["raw_obs"][t], **PHYSICS_TOL,
+                                           err_msg=f"step {t}")
+        np.testing.assert_allclose(obs["agent_pos"], data["agent_pos"][t], **PHYSICS_TOL,
+                                   err_msg=f"agent_pos at {t}")
         assert obs["agent_pos"].dtype == np.float64
         if t not in frame_steps:
             assert "pixels" not in obs
