@@ -11,7 +11,8 @@ backend does). Two loops, each timed:
 - ``per_sample``: per sample, one ``get_frames_at`` per file with that sample's indices (the calls of a loader that
   decodes sample by sample, as ours did before and lerobot does); overlapping windows decode shared frames again.
 
-Each loop runs twice, alternating with the other, and the faster run counts (a ceiling: the best the decoder did).
+Each loop runs twice, alternating with the other, and the faster run counts (a ceiling: the best the decoder did);
+likewise the lower CPU time (``time.process_time`` of the loop).
 
 With ``processes`` > 1 the batches are dealt round-robin (batch b to process b % P, as a DataLoader deals them to
 its workers); the processes start each loop together and the loop's time is the slowest process's. That measured
@@ -57,16 +58,16 @@ def _batched_calls(reads: list[Reads], batch_size: int) -> list[list[tuple[str, 
     return calls
 
 
-def _decode_loop(decoders: dict[str, Any], jobs: list[list[tuple[str, list[float]]]]) -> tuple[float, int]:
-    """Seconds to decode every job's frames, and how many frames the decoder returned."""
+def _decode_loop(decoders: dict[str, Any], jobs: list[list[tuple[str, list[float]]]]) -> tuple[float, float, int]:
+    """Wall seconds and CPU seconds (this process) to decode every job's frames, and how many frames came back."""
     returned = 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for job in jobs:
         for path, times in job:
             decoder = decoders[path]
             fps = decoder.metadata.average_fps
             returned += len(decoder.get_frames_at(indices=[round(t * fps) for t in times]).pts_seconds)
-    return time.perf_counter() - start, returned
+    return time.perf_counter() - start, time.process_time() - cpu_start, returned
 
 
 def _open(paths: Sequence[str]) -> dict[str, Any]:
@@ -94,8 +95,9 @@ def _run(reads: list[Reads], batch_size: int, rank: int, processes: int, barrier
     for name, jobs in (("per_sample", samples), ("batched", batched)) * 2:  # alternated, the faster of two kept
         if barrier is not None:
             barrier.wait()
-        seconds, out[f"{name}_decoded"] = _decode_loop(decoders, jobs)
+        seconds, cpu, out[f"{name}_decoded"] = _decode_loop(decoders, jobs)
         out[f"{name}_s"] = min(seconds, out.get(f"{name}_s", seconds))
+        out[f"{name}_cpu_s"] = min(cpu, out.get(f"{name}_cpu_s", cpu))
     if results is not None:
         results.put(out)
     return out
@@ -105,7 +107,9 @@ def decode_ceiling(reads: list[Reads], *, batch_size: int, processes: int = 1) -
     """Times both loops (see the module doc) with ``processes`` processes side by side.
 
     Returns:
-        ``ceiling_batched_s`` / ``ceiling_per_sample_s`` (the slowest process's loop), the frames the pass returns
+        ``ceiling_batched_s`` / ``ceiling_per_sample_s`` (the slowest process's loop), ``ceiling_batched_cpu_s`` /
+        ``ceiling_per_sample_cpu_s`` (CPU seconds of the loop summed over the processes, each its lower of two
+        runs: the figure that holds on a host shared with other jobs), the frames the pass returns
         (``frames_returned``), and the frames each loop asked the decoder for (``decoded_batched`` /
         ``decoded_per_sample``: distinct per batch and file vs per sample).
     """
@@ -127,6 +131,8 @@ def decode_ceiling(reads: list[Reads], *, batch_size: int, processes: int = 1) -
     return {"processes": processes, "frames_returned": frames,
             "ceiling_batched_s": max(r["batched_s"] for r in per_process),
             "ceiling_per_sample_s": max(r["per_sample_s"] for r in per_process),
+            "ceiling_batched_cpu_s": sum(r["batched_cpu_s"] for r in per_process),
+            "ceiling_per_sample_cpu_s": sum(r["per_sample_cpu_s"] for r in per_process),
             "decoded_batched": int(sum(r["batched_decoded"] for r in per_process)),
             "decoded_per_sample": int(sum(r["per_sample_decoded"] for r in per_process))}
 

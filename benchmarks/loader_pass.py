@@ -19,8 +19,11 @@ order. The defaults are the lingzu query of issue 3 (``state`` / ``actions`` / `
 Timed from before the dataset is built: ``build_s`` (dataset construction), ``first_batch_s`` (iterator
 creation to the first batch, including worker start-up) and ``pass_s`` (iterator creation to the last batch).
 ``peak_rss_mib``: VmHWM of each worker, read as the last batch arrives (of the process with 0 workers).
-``frames``: camera frames the pass returns (items x camera frames); ``load_avg``: the 1-minute load average at
-the end of the pass.
+``cpu_s``: CPU seconds (user + system) the pass cost, iterator creation to the last batch: this process's plus
+each worker's whole life (they start with the iterator), read as the last batch arrives; on a host shared with
+other jobs ``items_per_cpu_s`` / ``frames_per_cpu_s`` are the figures to compare (wall time then partly measures
+the neighbours). ``frames``: camera frames the pass returns (items x camera frames); ``load_avg``: the 1-minute
+load average at the end of the pass.
 
     python benchmarks/loader_pass.py --impl ours --workers 2 --dataset DIR --episodes 3,4,5 --positions 0,5,17,...
 """
@@ -48,6 +51,13 @@ def _vmhwm_mib(pid: int) -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmHWM for pid {pid}")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (``/proc``, so it works for DataLoader workers too)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _info(root: str) -> dict[str, Any]:
@@ -185,6 +195,7 @@ def main() -> None:
     with _stdout_to_stderr():
         dataset, loader = (_ours if opts.impl == "ours" else _lerobot)(opts, positions)
     built = time.perf_counter()
+    cpu_built = time.process_time()
     iterator = iter(loader)
     batches = -(-len(positions) // opts.batch_size)
     first = None
@@ -198,6 +209,7 @@ def main() -> None:
         if b == batches - 1:
             pids = _worker_pids(opts.impl, loader, iterator) if opts.workers else [os.getpid()]
             rss = [_vmhwm_mib(pid) for pid in pids]
+            cpu_s = time.process_time() - cpu_built + sum(_cpu_s(pid) for pid in pids if pid != os.getpid())
     done = time.perf_counter()
     if opts.impl == "ours":
         loader.close()
@@ -205,7 +217,8 @@ def main() -> None:
     print(json.dumps({"impl": opts.impl, "workers": opts.workers, "items": len(indices), "build_s": built - started,
                       "first_batch_s": first - built, "pass_s": done - built,
                       "items_per_s": len(indices) / (done - built), "frames": frames,
-                      "frames_per_s": frames / (done - built), "peak_rss_mib": rss,
+                      "frames_per_s": frames / (done - built), "cpu_s": cpu_s,
+                      "items_per_cpu_s": len(indices) / cpu_s, "frames_per_cpu_s": frames / cpu_s, "peak_rss_mib": rss,
                       "index_checksum": _checksum(indices), "dataset_frames": len(dataset),
                       "load_avg": os.getloadavg()[0]}))
 
