@@ -76,12 +76,14 @@ def build_ours(opts: argparse.Namespace) -> Any:
     from embodied_core.config.training_args import TrainingArgs
     from embodied_data.lerobot.factory import build_dataset
 
-    features = _info(opts.dataset)["features"]
+    info = _info(opts.dataset)
+    features = info["features"]
     config = BaseDataConfig(camera_keys=[opts.camera], state_key=opts.state_key, action_key=opts.action_key,
                             state_dim=int(features[opts.state_key]["shape"][-1]),
                             action_dim=int(features[opts.action_key]["shape"][-1]), action_horizon=opts.horizon,
                             state_history=1, image_history=opts.camera_frames)
-    args = TrainingArgs(model_name="benchmark", dataset_path=opts.dataset, split=",".join(map(str, opts.episodes)))
+    args = TrainingArgs(model_name="benchmark", dataset_path=opts.dataset, split=",".join(map(str, opts.episodes)),
+                        lerobotdataset_version=info["codebase_version"])  # the dataset's own (g1 is v2.1)
     return build_dataset(args, config)
 
 
