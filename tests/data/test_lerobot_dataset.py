@@ -222,6 +222,27 @@ def test_decoder_cache_is_bounded_and_dropped_on_pickle() -> None:
     assert clone.backend.num_open == 1
 
 
+def test_default_decoder_cache_holds_every_file_up_to_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default a dataset keeps one decoder per video file it reads (a shuffled pass never reopens one), but
+    never more than DECODER_CACHE_MAX."""
+    from embodied_data.lerobot import dataset as dataset_module
+
+    cameras = ["observation.images.front", "observation.images.wrist"]
+    ds = LeRobotDataset(WRITTEN / "v21", camera_keys=cameras)  # four episodes x two cameras -> eight files
+    files = {ds.meta.video_file(ep, cam) for ep in ds.episodes for cam in cameras}
+    assert len(files) == 8 and ds.backend.cache_size == 8
+    for position in (100, 0, 40, 90, 0, 100):
+        ds[position]
+    assert ds.backend.num_open == 8
+    assert LeRobotDataset(WRITTEN / "v21", camera_keys=cameras, episodes=[1]).backend.cache_size == 2
+    assert LeRobotDataset(WRITTEN / "v21", camera_keys=[]).backend.cache_size == 1
+    monkeypatch.setattr(dataset_module, "DECODER_CACHE_MAX", 3)
+    bounded = LeRobotDataset(WRITTEN / "v21", camera_keys=cameras)
+    for position in (0, 40, 90, 100):
+        bounded[position]
+    assert bounded.backend.cache_size == 3 and bounded.backend.num_open == 3
+
+
 @pytest.mark.timeout(120)
 def test_dataloader_workers_match_in_process() -> None:
     deltas = {"action": [i / FPS for i in range(4)], "observation.images.wrist": [-1 / FPS, 0.0]}

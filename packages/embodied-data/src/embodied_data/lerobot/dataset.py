@@ -42,9 +42,16 @@ from embodied_data.strategies.base import SampleIndex, SampleIndexBuilder, Sampl
 from embodied_data.video.backends import make_backend
 from embodied_data.video.base import VideoBackend
 
-__all__ = ["LeRobotDataset", "select_episodes"]
+__all__ = ["DECODER_CACHE_MAX", "LeRobotDataset", "select_episodes"]
 
 Sample = dict[str, Any]
+
+DECODER_CACHE_MAX = 16
+"""The most video decoders a dataset keeps open per process by default (``decoder_cache_size=None``): one per
+video file it reads, up to this many. A cache smaller than the files a shuffled pass visits closes and reopens
+decoders all the time (10 AV1 files read through 8 decoders: 39 opens in a 200-item pass, ~1.8 ms each); an
+open decoder holds ~0.1-1.3 MiB (MPEG-4 / AV1 at 640x480, one FFmpeg thread), and every dataset of a mixture has
+its own cache, hence the bound."""
 
 
 class _DecodedFile:
@@ -123,7 +130,8 @@ class LeRobotDataset(Dataset):
         transform: applied to each sample dict last (strategies, robot layouts).
         feature_maps: what ``transform`` does to the stats and feature metadata, in the order it runs (see
             :mod:`embodied_data.feature_maps`); empty when it keeps the stored keys and dimensions.
-        decoder_cache_size: open decoders kept per worker.
+        decoder_cache_size: open decoders kept per worker; None: one per video file the dataset reads, up to
+            :data:`DECODER_CACHE_MAX`.
         meta: an already loaded :class:`LeRobotMeta` of ``root``.
         sample_index: a strategy's builder of the sample -> rows map (``DatasetPlan.sample_index``); None makes
             every frame a sample.
@@ -133,7 +141,7 @@ class LeRobotDataset(Dataset):
                  delta_timestamps: Mapping[str, Sequence[float]] | None = None, tolerance_s: float = 1e-4,
                  video_backend: str | VideoBackend = "torchcodec", camera_keys: Sequence[str] | None = None,
                  expected_version: str | None = None, transform: Callable[[Sample], Sample] | None = None,
-                 feature_maps: Sequence[FeatureMap] = (), decoder_cache_size: int = 8,
+                 feature_maps: Sequence[FeatureMap] = (), decoder_cache_size: int | None = None,
                  meta: LeRobotMeta | None = None, sample_index: SampleIndexBuilder | None = None) -> None:
         self.meta = meta if meta is not None else LeRobotMeta.load(root, expected_version=expected_version)
         self.root = self.meta.root
@@ -151,6 +159,8 @@ class LeRobotDataset(Dataset):
         self._video_paths = self._check_videos()  # before the parquet read: a missing file fails fast
         self._video_cameras = [k for k in self.camera_keys if self.meta.features[k].is_video]
         self._batch: dict[Path, _DecodedFile] | None = None  # the frames of the batch being built
+        if decoder_cache_size is None:
+            decoder_cache_size = max(1, min(len(set(self._video_paths.values())), DECODER_CACHE_MAX))
         self.backend = make_backend(video_backend, cache_size=decoder_cache_size) if isinstance(
             video_backend, str) else video_backend
         image_keys = [k for k in self.camera_keys if self.meta.features[k].is_image]
