@@ -18,7 +18,8 @@ same query in ours and in lerobot 0.6.1's ``LeRobotDataset`` (the episodes with 
 current state, ``--camera-frames`` camera frames ending at the current one, batch 8, the same ``--side-items``
 positions in the same order), one whole pass per fresh process (``benchmarks/loader_pass.py``), on each of
 ``--side-datasets``: ``lingzu`` (the shared lingzu_pi05_v30, MPEG-4 640x480), ``g1`` (the shared g1_inspire_v21,
-AV1 640x480), ``synth`` (30 episodes at 224x224 written by ``embodied data synth`` into ``outputs/``, once). Next to
+AV1 640x480, LeRobot v2.1: lerobot 0.6.1 refuses it, so ours and the ceiling only), ``synth`` (30 episodes at
+224x224 written by ``embodied data synth`` into ``outputs/``, once). Next to
 them, the decoder's limit (``benchmarks/decode_ceiling.py``): the frames of our pass decoded by torchcodec alone in
 a tight loop, in as many processes as the pass has workers. Ours, lerobot and the ceiling run interleaved,
 ``--side-rounds`` each (``--per-sample`` adds our per-sample decoding path). Printed per dataset and worker count
@@ -286,6 +287,10 @@ def versus_lerobot(opts: argparse.Namespace, name: str, camera_frames: int) -> N
         dataset=str(side.path), episodes=list(side.episodes), camera=side.camera, state_key=side.state_key,
         action_key=side.action_key, horizon=50, camera_frames=camera_frames)))
     positions = random.Random(opts.seed).sample(range(frames), min(opts.side_items, frames))
+    version = json.loads((side.path / "meta" / "info.json").read_text())["codebase_version"]
+    with_lerobot = version == "v3.0"  # lerobot 0.6.1 refuses v2.x datasets (BackwardCompatibilityError)
+    if not with_lerobot:
+        print(f"{name} is LeRobot {version}: lerobot 0.6.1 reads only v3.0, so only ours and the ceiling run")
     print(f"side by side with lerobot on {name} ({side.path.name}, {camera_frames} camera frame(s) per sample): "
           f"{len(positions)} positions of {frames} frames, batch {opts.batch_size}, {opts.side_rounds} fresh-process "
           f"passes per side, interleaved")
@@ -294,7 +299,8 @@ def versus_lerobot(opts: argparse.Namespace, name: str, camera_frames: int) -> N
         runs: dict[str, list[dict[str, Any]]] = {"ours": [], "lerobot": [], "ceiling": [], "per_sample": []}
         for _ in range(opts.side_rounds):
             runs["ours"].append(_pass(ours, "ours", query, positions, workers))
-            runs["lerobot"].append(_pass(opts.lerobot_python, "lerobot", query, positions, workers))
+            if with_lerobot:
+                runs["lerobot"].append(_pass(opts.lerobot_python, "lerobot", query, positions, workers))
             if not opts.no_ceiling:
                 runs["ceiling"].append(_pass(ours, "ceiling", query, positions, workers))
             if opts.per_sample:
@@ -313,20 +319,28 @@ def _side_lines(runs: dict[str, list[dict[str, Any]]], workers: int) -> list[str
     def rss(side: str) -> float:
         return statistics.median(max(r["peak_rss_mib"]) for r in runs[side])
 
-    ratio = med("ours", "items_per_s") / med("lerobot", "items_per_s")
-    cpu_ratio = med("ours", "items_per_cpu_s") / med("lerobot", "items_per_cpu_s")
     loads = [r["load_avg"] for side in runs.values() for r in side]
-    lines = [f"workers={workers}: whole pass ours {med('ours', 'items_per_s'):6.1f} items/s "
-             f"({med('ours', 'frames_per_s'):6.1f} frames/s), lerobot {med('lerobot', 'items_per_s'):6.1f} items/s "
-             f"({med('lerobot', 'frames_per_s'):6.1f} frames/s), ratio {ratio:.2f}x (goal >= 3x at 2 workers) | "
-             f"first batch ours {med('ours', 'first_batch_s'):.2f} s, lerobot {med('lerobot', 'first_batch_s'):.2f} s"
-             f" | peak RSS per {'worker' if workers else 'process'} ours {rss('ours'):.0f} MiB, lerobot "
-             f"{rss('lerobot'):.0f} MiB | dataset build ours {med('ours', 'build_s'):.1f} s, lerobot "
-             f"{med('lerobot', 'build_s'):.1f} s (medians of {len(runs['ours'])}; load average "
-             f"{min(loads):.1f}-{max(loads):.1f})",
-             f"  per CPU second (this process and its workers): ours {med('ours', 'items_per_cpu_s'):6.1f} items "
-             f"({med('ours', 'frames_per_cpu_s'):6.1f} frames), lerobot {med('lerobot', 'items_per_cpu_s'):6.1f} "
-             f"items ({med('lerobot', 'frames_per_cpu_s'):6.1f} frames), ratio {cpu_ratio:.2f}x"]
+    unit = "worker" if workers else "process"
+    if runs["lerobot"]:
+        ratio = med("ours", "items_per_s") / med("lerobot", "items_per_s")
+        cpu_ratio = med("ours", "items_per_cpu_s") / med("lerobot", "items_per_cpu_s")
+        lines = [f"workers={workers}: whole pass ours {med('ours', 'items_per_s'):6.1f} items/s "
+                 f"({med('ours', 'frames_per_s'):6.1f} frames/s), lerobot {med('lerobot', 'items_per_s'):6.1f} "
+                 f"items/s ({med('lerobot', 'frames_per_s'):6.1f} frames/s), ratio {ratio:.2f}x (goal >= 3x at 2 "
+                 f"workers) | first batch ours {med('ours', 'first_batch_s'):.2f} s, lerobot "
+                 f"{med('lerobot', 'first_batch_s'):.2f} s | peak RSS per {unit} ours {rss('ours'):.0f} MiB, lerobot "
+                 f"{rss('lerobot'):.0f} MiB | dataset build ours {med('ours', 'build_s'):.1f} s, lerobot "
+                 f"{med('lerobot', 'build_s'):.1f} s (medians of {len(runs['ours'])}; load average "
+                 f"{min(loads):.1f}-{max(loads):.1f})",
+                 f"  per CPU second (this process and its workers): ours {med('ours', 'items_per_cpu_s'):6.1f} items "
+                 f"({med('ours', 'frames_per_cpu_s'):6.1f} frames), lerobot {med('lerobot', 'items_per_cpu_s'):6.1f} "
+                 f"items ({med('lerobot', 'frames_per_cpu_s'):6.1f} frames), ratio {cpu_ratio:.2f}x"]
+    else:
+        lines = [f"workers={workers}: whole pass ours {med('ours', 'items_per_s'):6.1f} items/s "
+                 f"({med('ours', 'frames_per_s'):6.1f} frames/s; {med('ours', 'items_per_cpu_s'):6.1f} items per CPU "
+                 f"second), no lerobot run | first batch {med('ours', 'first_batch_s'):.2f} s | peak RSS per {unit} "
+                 f"{rss('ours'):.0f} MiB | dataset build {med('ours', 'build_s'):.1f} s (medians of "
+                 f"{len(runs['ours'])}; load average {min(loads):.1f}-{max(loads):.1f})"]
     if runs["per_sample"]:
         lines.append(f"  ours decoding per sample: {med('per_sample', 'items_per_s'):6.1f} items/s; batched decoding "
                      f"is {med('ours', 'items_per_s') / med('per_sample', 'items_per_s'):.2f}x that")
