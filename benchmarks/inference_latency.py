@@ -11,18 +11,24 @@ module (``PI05Pytorch.sample_actions``, ``VLAFlowMatching.sample_actions``, ``XV
 the trainer's regional ``compile_blocks``, compiled at start and warmed up before timing), with torch's RNG seeded
 the same before every call so both sample from the same noise. Fresh process per measurement, interleaved over
 ``--rounds`` (order reversed every other round); p50/p99 per measurement, the p50 ratio ours / lerobot per round
-(median and spread), denoising steps/s, the max |difference| of the sampled actions, and the FLOPs of one sample
-on each side (torch's ``FlopCounterMode``): ours at or below lerobot's FLOPs means ours does no more work per step
-(pi0.5 and SmolVLA cache the prefix's keys and values once and reuse them at every denoising step, in lerobot and
-in ours; FastWAM prefills the first frame's video keys/values once; a port that re-ran them per step would show
-here).
+(median and spread), denoising steps/s of the whole call (steps / p50), the max |difference| of the sampled actions,
+and the FLOPs of one sample on each side (torch's ``FlopCounterMode``): ours at or below lerobot's FLOPs means ours
+does no more work per step (pi0.5 and SmolVLA cache the prefix's keys and values once and reuse them at every
+denoising step, in lerobot and in ours; FastWAM prefills the first frame's video keys/values once; a port that re-ran
+them per step would show here). For pi0.5 and SmolVLA also the sampling loop alone: the time inside each side's
+per-step function (ours ``cached_velocity``, lerobot's ``denoise_step``, timed by a wrapper the measurement process
+puts on the class), summed per call; ``loop steps/s`` = steps / its p50, and the prefix pass (vision, language, the
+keys/values the steps read) is the rest of the call.
 
 Part 2 (``--policy``), ours only, pi05_tiny trained 2 steps on ``embodied data synth`` output (``serve_latency.py``'s
 checkpoint): ``load_policy(...).predict_action(observation)`` p50/p99 (raw observation in, unnormalized chunk out),
 the model's ``sample_actions`` alone on the prepared batch (so predict_action's pre/post-processing shows), an
 ``embodied serve`` request (openpi protocol, server in a child process with the same thread count; the server's own
-``infer_ms`` / ``queue_ms`` too), timed round-robin per observation, then ``predict_action`` with ``compile_blocks``
-(compiled once, warmed up). The serve overhead is the request's p50 over the direct p50.
+``infer_ms`` / ``queue_ms`` too) and, unless ``--no-compile``, ``predict_action`` of a second copy of the policy with
+``compile_blocks`` (compiled once at start, warmed up before timing). Per observation every variant runs once, in
+the next of all their orders in turn, so none always follows another (a call right after the served request, whose
+server process ran meanwhile, is measurably slower on a shared machine). The serve overhead is the request's p50
+over the direct p50.
 
 On CPU both sides run one intra-op thread by default; the load average is printed.
 """
@@ -30,12 +36,15 @@ On CPU both sides run one intra-op thread by default; the load average is printe
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +114,14 @@ def compare_model(model: str, opts: argparse.Namespace) -> dict[str, Any]:
         rows[label] = {"p50_ms": p50, "p99_ms": p99, "ratio": statistics.median(ratios),
                        "ratio_spread": [min(ratios), max(ratios)], "steps_per_s": steps / p50 * 1e3,
                        "actions_max_abs_diff": diff, "gflop_per_call": flops / 1e9}
+        loop = ""
+        if all("loop_ms" in r for r in values):
+            loop_p50 = statistics.median(statistics.median(r["loop_ms"]) for r in values)
+            rows[label].update(loop_p50_ms=loop_p50, loop_steps_per_s=steps / loop_p50 * 1e3)
+            loop = f" (loop alone {loop_p50:6.2f} ms: {steps / loop_p50 * 1e3:7.1f} steps/s)"
         print(f"  {label:17s} p50 {p50:8.2f} ms  p99 {p99:8.2f} ms | {rows[label]['ratio']:.2f}x lerobot "
-              f"[{min(ratios):.2f}-{max(ratios):.2f}] | {rows[label]['steps_per_s']:7.1f} steps/s | actions max|diff| "
-              f"{diff:.1e} | {flops / 1e9:.4f} GFLOP per call")
+              f"[{min(ratios):.2f}-{max(ratios):.2f}] | {rows[label]['steps_per_s']:7.1f} steps/s{loop} | "
+              f"actions max|diff| {diff:.1e} | {flops / 1e9:.4f} GFLOP per call")
     flop_ratio = rows["ours eager"]["gflop_per_call"] / max(rows["lerobot eager"]["gflop_per_call"], 1e-12)
     print(f"  ours / lerobot FLOPs per call: {flop_ratio:.3f}")
     return {"model": model, "size": opts.size, "eager_ratio": rows["ours eager"]["ratio"],
@@ -119,11 +133,51 @@ def compare_model(model: str, opts: argparse.Namespace) -> dict[str, Any]:
 SAMPLING_STEPS = {"pi05": 10, "smolvla": 10, "xvla": 10, "groot_n1_7": 4, "fastwam": 10}
 """Denoising steps of one sample at the cases' configs (lerobot's defaults, which ours equal)."""
 
+STEP_FUNCTIONS: dict[tuple[str, bool], tuple[str, str, str]] = {
+    ("pi05", True): ("embodied_models.pi05.modeling", "Pi05Model", "cached_velocity"),
+    ("pi05", False): ("lerobot.policies.pi05.modeling_pi05", "PI05Pytorch", "denoise_step"),
+    ("smolvla", True): ("embodied_models.smolvla.modeling", "SmolVLAModel", "cached_velocity"),
+    ("smolvla", False): ("lerobot.policies.smolvla.modeling_smolvla", "VLAFlowMatching", "denoise_step"),
+}
+"""(model, ours) -> (module, class, method): the one denoising step of the prefix-cached samplers, the expert
+reading the prefix cache (both sides call it through ``self``, so a wrapper on the class sees every step)."""
+
+
+@contextlib.contextmanager
+def timed_steps(model: str, role: str) -> Iterator[list[float] | None]:
+    """Yields the list the wrapped per-step function of ``model`` on ``role``'s side appends its durations (ms)
+    to, or None where :data:`STEP_FUNCTIONS` names none; the class is restored on exit."""
+    import importlib
+    import time
+
+    where = STEP_FUNCTIONS.get((model, role == "ours"))
+    if where is None:
+        yield None
+        return
+    owner = getattr(importlib.import_module(where[0]), where[1])
+    original = getattr(owner, where[2])
+    durations: list[float] = []
+
+    @functools.wraps(original)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        out = original(*args, **kwargs)
+        durations.append((time.perf_counter() - started) * 1e3)
+        return out
+
+    setattr(owner, where[2], step)
+    try:
+        yield durations
+    finally:
+        setattr(owner, where[2], original)
+
 
 # ---------------------------------------------------------------------------------------------- part 2
 def policy_overheads(opts: argparse.Namespace) -> dict[str, Any]:
-    """Part 2: pi05_tiny's policy, direct and served (see the module doc). The variants are timed round-robin per
-    observation (direct, model only, served), so load from other jobs hits them alike; the compiled policy last."""
+    """Part 2: pi05_tiny's policy, direct and served (see the module doc). Per observation every variant runs once,
+    the order cycling through all permutations of the variants, so load from other jobs and the cache state a
+    previous call leaves hit them alike."""
+    import itertools
     import time
 
     import torch
@@ -133,11 +187,7 @@ def policy_overheads(opts: argparse.Namespace) -> dict[str, Any]:
     from embodied_core.trainer.compile import compile_blocks
     from embodied_eval import RemotePolicy
 
-    def timed(fn: Any, item: Any) -> float:
-        started = time.perf_counter()
-        fn(item)
-        return (time.perf_counter() - started) * 1e3
-
+    before = os.getloadavg()[0]
     results: dict[str, list[float]] = {name: [] for name in ("predict_action", "sample_actions", "serve request",
                                                               "server infer", "server queue")}
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,29 +199,41 @@ def policy_overheads(opts: argparse.Namespace) -> dict[str, Any]:
         batches = [transforms.collate_fn([transforms.sample_transform(policy.observation_to_sample(o))])
                    for o in items]
 
-        def sample(batch: Any) -> Any:
+        def sample(index: int) -> Any:
             with torch.no_grad():
-                return policy.model.sample_actions(batch)
+                return policy.model.sample_actions(batches[index])
 
+        variants: dict[str, Any] = {"predict_action": lambda i: policy.predict_action(items[i]),
+                                    "sample_actions": sample}
+        if opts.compile:
+            compiled = load_policy(checkpoint)
+            compile_blocks(compiled.model)  # once at start; the first (untimed) calls compile
+            for item in items[:opts.warmup]:
+                compiled.predict_action(item)
+            variants["predict_action compiled"] = lambda i: compiled.predict_action(items[i])
+            results["predict_action compiled"] = []
         proc, url = _serve(checkpoint, opts.threads or 1)
         try:
             remote = RemotePolicy(url)
-            for index, (item, batch) in enumerate(zip(items, batches, strict=True)):
-                times = (timed(policy.predict_action, item), timed(sample, batch), timed(remote.predict_action, item))
+            variants["serve request"] = lambda i: remote.predict_action(items[i])
+            orders = list(itertools.permutations(variants))
+            for index in range(len(items)):
+                for name in orders[index % len(orders)]:
+                    started = time.perf_counter()
+                    variants[name](index)
+                    elapsed = (time.perf_counter() - started) * 1e3
+                    if index >= opts.warmup:
+                        results[name].append(elapsed)
                 if index >= opts.warmup:
-                    for name, value in zip(("predict_action", "sample_actions", "serve request"), times, strict=True):
-                        results[name].append(value)
                     results["server infer"].append(remote.last_timing["infer_ms"])
                     results["server queue"].append(remote.last_timing["queue_ms"])
             remote.close()
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-        if opts.compile:
-            compile_blocks(policy.model)  # once at start; the warm-up calls compile
-            results["predict_action compiled"] = [timed(policy.predict_action, o) for o in items][opts.warmup:]
     print(f"pi05_tiny policy (serve_latency.py's checkpoint), {opts.calls} calls each after {opts.warmup} warm-up, "
-          "round-robin")
+          f"interleaved per observation (order cycling through the permutations); load average {before:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}")
     summary: dict[str, Any] = {}
     for name, values in results.items():
         summary[name] = {"p50_ms": statistics.median(values), "p99_ms": percentile(values, 0.99)}
@@ -223,9 +285,18 @@ def main(argv: list[str] | None = None) -> None:
     if opts.role:
         name = opts.model[0]
         size = sized(load_case(name), opts.size, None)
-        print_record({"model": name, **run_predict(name, opts.role, size=size, work=Path(opts.work) / name,
-                                                   device=opts.device, calls=opts.calls, warmup=opts.warmup,
-                                                   compile_model=opts.side_compile)})
+        with timed_steps(name, opts.role) as durations:
+            record = run_predict(name, opts.role, size=size, work=Path(opts.work) / name, device=opts.device,
+                                 calls=opts.calls, warmup=opts.warmup, compile_model=opts.side_compile)
+        if durations is not None:
+            # warm-up calls, timed calls, then the FLOP-counting call: keep the timed calls' steps
+            steps = SAMPLING_STEPS[name]
+            if len(durations) != (opts.warmup + opts.calls + 1) * steps:
+                raise SystemExit(f"{name} {opts.role}: {len(durations)} denoising steps over "
+                                 f"{opts.warmup + opts.calls + 1} calls, expected {steps} per call")
+            timed = durations[opts.warmup * steps:(opts.warmup + opts.calls) * steps]
+            record["loop_ms"] = [sum(timed[i:i + steps]) for i in range(0, len(timed), steps)]
+        print_record({"model": name, **record})
         return
     if opts.model and not opts.lerobot_python.exists():
         raise SystemExit(f"{opts.lerobot_python} not found: run bash benchmarks/setup_lerobot_venv.sh first")
