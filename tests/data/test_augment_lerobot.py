@@ -60,3 +60,21 @@ def test_frames_equal_lerobots(lerobot_preset: ImageAugmentation, case: str) -> 
                 assert torch.equal(out[key], stored), f"seed {run['seed']} {key}: {cam['transforms']}"
             assert sha256(out[key]) == cam["output"], f"seed {run['seed']} {key}: lerobot applied {cam['transforms']}"
         assert out["task"] == "t"
+
+
+@pytest.mark.parametrize("shape", [(3, 240, 352), (2, 3, 97, 130), (3, 61, 83), (4, 2, 3, 48, 64)])
+def test_sharpness_on_channels_last_frames_equals_torchvisions_call(shape: tuple[int, ...]) -> None:
+    """The sharpness op runs torchvision's adjust_sharpness on a channels-last copy (the fast depthwise kernel):
+    the same pixels as torchvision's call on the frames as they are, for single frames, windows and odd sizes."""
+    from torchvision.transforms.v2 import functional as F
+
+    from embodied_data.augment.ops import SharpnessJitterOp
+    from embodied_data.augment.params import SharpnessJitterParams
+
+    op = SharpnessJitterOp(SharpnessJitterParams(sharpness=(0.0, 2.0)))
+    generator = torch.Generator().manual_seed(sum(shape))
+    frames = torch.randint(0, 256, shape, dtype=torch.uint8, generator=generator)
+    for factor in (0.0, 0.5, 0.731, 1.0, 1.37, 2.0):
+        out = op.apply(frames, {"sharpness_factor": factor})
+        assert out.is_contiguous() and out.shape == frames.shape
+        assert torch.equal(out, F.adjust_sharpness(frames, sharpness_factor=factor)), factor
