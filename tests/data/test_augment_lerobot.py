@@ -78,3 +78,34 @@ def test_sharpness_on_channels_last_frames_equals_torchvisions_call(shape: tuple
         out = op.apply(frames, {"sharpness_factor": factor})
         assert out.is_contiguous() and out.shape == frames.shape
         assert torch.equal(out, F.adjust_sharpness(frames, sharpness_factor=factor)), factor
+
+
+def _decoded_frames() -> torch.Tensor:
+    """Three 480 x 640 frames of a shared dataset's MPEG-4 video, decoded by torchcodec (real colour statistics)."""
+    from torchcodec.decoders import VideoDecoder
+
+    from tests.support import DATASETS_DIR
+
+    video = sorted((DATASETS_DIR / "lingzu_pi05_v30" / "videos").rglob("*.mp4"))[0]
+    return VideoDecoder(str(video)).get_frames_at([0, 40, 80]).data
+
+
+@pytest.mark.parametrize("kernels", ["v2", "v1"])
+def test_hue_per_colour_equals_torchvisions_call(kernels: str) -> None:
+    """Hue runs once per distinct colour and is gathered back: the same pixels as the kernel's call on the frames,
+    on decoded video frames (one and a window), random frames of odd sizes, and hue factors over the whole range."""
+    from embodied_data.augment._torchvision import transforms_v1, transforms_v2
+    from embodied_data.augment.color import hue_per_colour
+
+    adjust_hue = (transforms_v2() if kernels == "v2" else transforms_v1()).functional.adjust_hue
+    generator = torch.Generator().manual_seed(5)
+    decoded = _decoded_frames()
+    factors = (-0.5, -0.05, -0.0123, 0.0, 0.031, 0.05, 0.5)
+    cases = [(decoded[1], factors[1::3]), (decoded, factors[::3] if kernels == "v2" else ()),
+             (torch.randint(0, 256, (2, 3, 97, 130), dtype=torch.uint8, generator=generator), factors),
+             (torch.randint(0, 256, (3, 61, 83), dtype=torch.uint8, generator=generator)[:, ::2], factors)]
+    for frames, case_factors in cases:  # the odd frame is not contiguous
+        for factor in case_factors:
+            out = hue_per_colour(adjust_hue, frames, factor)
+            assert out.shape == frames.shape and out.dtype == torch.uint8
+            assert torch.equal(out, adjust_hue(frames, factor)), (tuple(frames.shape), factor)

@@ -3,13 +3,13 @@ that jitter inside their transforms (DreamZero), so every jitter in the project 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from embodied_data.augment._torchvision import transforms_v1, transforms_v2
 
-__all__ = ["adjust_colors"]
+__all__ = ["adjust_colors", "hue_per_colour"]
 
 
 def adjust_colors(frames: torch.Tensor, *, order: Sequence[int], brightness: float | None, contrast: float | None,
@@ -22,6 +22,30 @@ def adjust_colors(frames: torch.Tensor, *, order: Sequence[int], brightness: flo
              (functional.adjust_saturation, saturation), (functional.adjust_hue, hue))
     for fn_id in order:
         kernel, factor = steps[int(fn_id)]
-        if factor is not None:
+        if factor is None:
+            continue
+        if kernel is functional.adjust_hue and frames.dtype == torch.uint8:
+            frames = hue_per_colour(kernel, frames, factor)
+        else:
             frames = kernel(frames, factor)
     return frames
+
+
+def hue_per_colour(adjust_hue: Callable[[torch.Tensor, float], torch.Tensor], frames: torch.Tensor,
+                   factor: float) -> torch.Tensor:
+    """torchvision's ``adjust_hue`` on uint8 ``frames`` ``[..., 3, H, W]``, run once per distinct colour.
+
+    The hue shift maps each pixel's colour on its own (RGB -> HSV -> RGB, elementwise), so the kernel is applied
+    to the frames' distinct colours laid out as one ``[3, 1, U]`` image and the results are gathered back: the
+    same pixels (``tests/data/test_augment_lerobot.py`` compares them bit for bit with the kernel's own call) at
+    about half the cost, a decoded camera frame holding 10x fewer colours than pixels.
+    """
+    if frames.numel() == 0:
+        return adjust_hue(frames, factor)
+    planes = frames.reshape(-1, 3, frames.shape[-2] * frames.shape[-1]).to(torch.int32)  # [F, 3, HW]
+    codes = ((planes[:, 0] << 16) | (planes[:, 1] << 8) | planes[:, 2]).flatten()
+    colours, where = torch.unique(codes, sorted=False, return_inverse=True)
+    palette = torch.stack([colours >> 16, (colours >> 8) & 255, colours & 255]).to(torch.uint8)  # [3, U]
+    shifted = adjust_hue(palette.unsqueeze(1), factor).squeeze(1)  # [3, U]
+    pixels = shifted[:, where].reshape(3, planes.shape[0], planes.shape[-1]).transpose(0, 1)  # [F, 3, HW]
+    return pixels.reshape(frames.shape).contiguous()
