@@ -28,7 +28,8 @@ the model's ``sample_actions`` alone on the prepared batch (so predict_action's 
 ``compile_blocks`` (compiled once at start, warmed up before timing). Per observation every variant runs once, in
 the next of all their orders in turn, so none always follows another (a call right after the served request, whose
 server process ran meanwhile, is measurably slower on a shared machine). The serve overhead is the request's p50
-over the direct p50.
+over the direct p50; the transport share, the request's p50 less the server's own ``infer_ms`` p50 over the direct
+p50, leaves out how fast the server process happens to compute (another job sharing its core slows only it).
 
 On CPU both sides run one intra-op thread by default; the load average is printed.
 """
@@ -241,10 +242,12 @@ def policy_overheads(opts: argparse.Namespace) -> dict[str, Any]:
     direct = summary["predict_action"]["p50_ms"]
     summary["serve_overhead"] = summary["serve request"]["p50_ms"] / direct - 1
     summary["transport_ms"] = summary["serve request"]["p50_ms"] - summary["server infer"]["p50_ms"]
+    summary["transport_share"] = summary["transport_ms"] / direct
     summary["pre_post_ms"] = direct - summary["sample_actions"]["p50_ms"]
-    print(f"  serve overhead over direct predict_action: {summary['serve_overhead']:+.1%} p50 (request - server's "
-          f"own infer: {summary['transport_ms']:.2f} ms); predict_action's pre/post-processing "
-          f"{summary['pre_post_ms']:.2f} ms p50")
+    print(f"  serve overhead over direct predict_action: {summary['serve_overhead']:+.1%} p50; request - server's "
+          f"own infer: {summary['transport_ms']:.2f} ms = {summary['transport_share']:.1%} of the direct p50 (the "
+          "server process runs the same predict_action, but on a shared machine not always as fast as this one); "
+          f"predict_action's pre/post-processing {summary['pre_post_ms']:.2f} ms p50")
     return summary
 
 
