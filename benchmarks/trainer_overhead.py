@@ -21,6 +21,7 @@ Goal: trainer >= 0.98x the hand loop (issue 29).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -193,6 +194,10 @@ def main() -> None:
     if args.flush_denormal:
         torch.set_flush_denormal(True)
     if args.interleaved:
+        if args.num_workers == 0 and hasattr(os, "sched_setaffinity"):
+            # one core for the whole comparison: moving between cores (and their caches) mid-chunk was the
+            # largest noise between the two arms on a shared VM
+            os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
         trainer_ms, hand_ms = interleaved_ms_per_step(args)
         ratios = [h / t for h, t in zip(hand_ms, trainer_ms, strict=True)]
         data = "plain DataLoader" if args.plain_data else "resumable loader"

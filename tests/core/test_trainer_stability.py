@@ -109,6 +109,20 @@ def test_spike_in_one_micro_batch_contributes_zero_and_the_update_still_happens(
     assert not _equal_state(snaps.optim[2], snaps.optim[1])
 
 
+def test_spike_without_accumulation_skips_the_update(tmp_path: Path) -> None:
+    """One micro-batch per update: the spike is caught after the step's sync and the whole update is skipped."""
+    snaps = Snapshots()
+    trainer = build(tmp_path, plugins=(snaps,), train_iters=3, loss_spike_threshold=50.0)
+    snaps.trainer = trainer
+    _inject(trainer, at_step=2, factor=1e3, key="action")
+    trainer.train()
+    by_step = {r["step"]: r for r in metrics(tmp_path)}
+    assert (by_step[2]["skipped_iters"], by_step[2]["nan_iters"], by_step[2]["skipped_updates"]) == (1, 0, 1)
+    assert _equal_state(snaps.optim[2], snaps.optim[1])
+    assert all(torch.equal(snaps.params[2][k], snaps.params[1][k]) for k in snaps.params[1])
+    assert not _equal_state(snaps.optim[3], snaps.optim[2])
+
+
 def test_spike_threshold_reads_the_raw_loss_not_the_accumulation_scaled_one(tmp_path: Path) -> None:
     # tiny_flow_policy's first losses are about 2: with GA=4 the scaled loss would be ~0.5 and pass a 1.0 bar.
     snaps = Snapshots()
