@@ -425,16 +425,17 @@ class BaseTrainer:
         """Forward and backward of one micro-batch; a NaN/Inf loss or one above ``--loss-spike-threshold``
         (the raw loss, before dividing by the accumulation steps) contributes zero, decided on the device.
 
-        With one micro-batch per update the guard is left out: :meth:`train_step` skips the whole update after
-        its one host sync when that loss is bad (:meth:`apply_update`), the same outcome without the guard's
-        device ops and autograd nodes (3% of a tiny model's step on CPU).
+        In one process with one micro-batch per update the guard is left out: :meth:`train_step` skips the whole
+        update after its one host sync when that loss is bad (:meth:`apply_update`), the same outcome without the
+        guard's device ops and autograd nodes (3% of a tiny model's step on CPU). Under several processes it
+        stays: a bad loss on one rank must not reach the others' gradients through the all-reduce.
 
         Returns the raw (unscaled, detached, float32) loss and the model's metrics.
         """
         with self.autocast():
             output = self.model(batch)  # call the module, not .forward, so wrapper hooks run
         loss = output.loss.float()
-        if self.args.gradient_accumulation_steps == 1:
+        if self.args.gradient_accumulation_steps == 1 and self.strategy.world_size == 1:
             contribution = loss
         else:
             ok = torch.isfinite(loss) & (loss <= self.args.loss_spike_threshold)
