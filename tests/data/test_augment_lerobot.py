@@ -74,10 +74,13 @@ def test_sharpness_on_channels_last_frames_equals_torchvisions_call(shape: tuple
     op = SharpnessJitterOp(SharpnessJitterParams(sharpness=(0.0, 2.0)))
     generator = torch.Generator().manual_seed(sum(shape))
     frames = torch.randint(0, 256, shape, dtype=torch.uint8, generator=generator)
+    decoded_layout = frames.movedim(-3, -1).contiguous().movedim(-1, -3)  # an HWC buffer seen as CHW, as decoded
     for factor in (0.0, 0.5, 0.731, 1.0, 1.37, 2.0):
-        out = op.apply(frames, {"sharpness_factor": factor})
-        assert out.is_contiguous() and out.shape == frames.shape
-        assert torch.equal(out, F.adjust_sharpness(frames, sharpness_factor=factor)), factor
+        expected = F.adjust_sharpness(frames, sharpness_factor=factor)
+        for layout in (frames, decoded_layout):
+            out = op.apply(layout, {"sharpness_factor": factor})
+            assert out.is_contiguous() and out.shape == frames.shape
+            assert torch.equal(out, expected), factor
 
 
 def _decoded_frames() -> torch.Tensor:

@@ -91,11 +91,13 @@ class SharpnessJitterOp:
 
         The same pixels as on the contiguous frames (the rounded 3x3 blur of integers is exact whatever the
         summation order; ``tests/data/test_augment_lerobot.py`` compares the two layouts bit for bit), and
-        5-6x faster on CPU: torch's depthwise convolution has a fast kernel only for channels-last input.
+        5-20x faster on CPU: torch's depthwise convolution has a fast kernel only for channels-last input.
         """
         batched = frames if frames.ndim >= 4 else frames.unsqueeze(0)
         lead = batched.shape[:-3]
-        flat = batched.reshape(-1, *batched.shape[-3:]).contiguous(memory_format=torch.channels_last)
+        # clone, not .contiguous(channels_last): a decoded frame is an HWC buffer seen as CHW, which already
+        # counts as channels-last but with strides the fast kernel does not take (27 ms instead of 1.3 ms)
+        flat = batched.reshape(-1, *batched.shape[-3:]).clone(memory_format=torch.channels_last)
         out = transforms_v2().functional.adjust_sharpness(flat, sharpness_factor=params["sharpness_factor"])
         out = out.contiguous().reshape(*lead, *out.shape[-3:])
         return out if frames.ndim >= 4 else out.squeeze(0)
