@@ -159,6 +159,9 @@ class ImageAugmentation:
         return x, drawn
 
     def _apply(self, x: torch.Tensor, key: str, plan: list[_Step] | None) -> tuple[torch.Tensor, list[_Step]]:
+        # a decoded frame is an HWC buffer seen as CHW: torchvision's colour kernels run up to 2x faster on a
+        # contiguous copy (the same pixels; the copy costs ~0.2 ms per 480x640 frame)
+        x = x.contiguous()
         input_size = (int(x.shape[-2]), int(x.shape[-1]))
         drawn: list[_Step] = []
         steps = plan if plan is not None else [(i, None, None) for i in self._order()]
