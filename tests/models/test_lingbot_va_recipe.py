@@ -40,6 +40,7 @@ def prepared(tmp_path_factory) -> Path:
     config = load_config(training={"model_name": "lingbot_va_tiny"}, data={"latent_cache": str(root / "cache")})
     precompute_latents(DATASET, base_model_path=base, data_config=config.data, text_len=config.model.text_len,
                        device="cpu", dtype=torch.float32)
+    recipe_env(dict(os.environ))  # starts the warm torchrun server here, not inside the first launch's set-up
     return root
 
 
@@ -67,6 +68,17 @@ def _finish(proc: subprocess.Popen) -> str:
 def _metrics(root: Path, tag: str) -> dict[int, dict]:
     lines = (root / "runs" / tag / "metrics.jsonl").read_text().splitlines()
     return {row["step"]: row for row in map(json.loads, lines) if "loss" in row}
+
+
+def test_the_recipe_cache_is_precomputed(prepared):
+    """The recipe trains from the latent cache (built by the module fixture, its own set-up here so that the
+    launch below is the next test's set-up alone): the meta file and one latent file per episode."""
+    from embodied_models.lingbot_va.cache import META_NAME, TEXT_NAME
+
+    metas = list((prepared / "cache").rglob(META_NAME))
+    assert len(metas) == 1
+    folder = metas[0].parent
+    assert (folder / TEXT_NAME).is_file() and len(list(folder.rglob("*.safetensors"))) > 1
 
 
 @pytest.fixture(scope="module")
