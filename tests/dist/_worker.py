@@ -31,6 +31,32 @@ def _record_before_close(trainer, built: dict) -> None:
     trainer.close = record_then_close
 
 
+def _spike(trainer, *, rank: int, step: int) -> None:
+    """On ``rank`` only, multiplies the actions of update ``step``'s batch by 1e3 (a finite loss spike)."""
+    if dist.get_rank() != rank:
+        return
+    original = trainer.forward_backward
+
+    def forward_backward(batch, *, scale):
+        if trainer.state.step + 1 == step:
+            batch["action"] = batch["action"] * 1e3
+        return original(batch, scale=scale)
+
+    trainer.forward_backward = forward_backward
+
+
+def _param_digest(trainer) -> str:
+    """A digest of this rank's own replica of the parameters (DDP): equal digests on all ranks = no divergence."""
+    import hashlib
+
+    state = trainer.strategy.unwrap_model(trainer.model).state_dict()
+    digest = hashlib.sha256()
+    for key in sorted(state):
+        digest.update(key.encode())
+        digest.update(state[key].float().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     registry.register("embodied.models", NAME, SPEC)
@@ -41,6 +67,17 @@ def main(spec_path: str) -> int:
             trainer = Trainer({"training": run["training"], "model": run.get("model", {})}).build()
             built: dict = {}
             _record_before_close(trainer, built)
+            if "spike" in run:
+                _spike(trainer, **run["spike"])
+                close = trainer.close
+
+                def digest_then_close(trainer=trainer, close=close, built=built) -> None:
+                    digests = [None] * dist.get_world_size()
+                    dist.all_gather_object(digests, _param_digest(trainer))
+                    built["param_digests"] = digests
+                    close()
+
+                trainer.close = digest_then_close
             trainer.train()
             mesh = getattr(trainer.strategy, "mesh", None)
             results[run["name"]] = {"strategy": type(trainer.strategy).__name__,

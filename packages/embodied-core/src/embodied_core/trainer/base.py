@@ -409,10 +409,13 @@ class BaseTrainer:
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)  # clip and check the true gradients
         grad_norm = self.strategy.clip_grad_norm(self.model, args.clip_grad)
-        *losses, norm = torch.stack([*raw_losses, grad_norm.detach().float().reshape(())]).tolist()
+        host = torch.stack([*raw_losses, grad_norm.detach().float().reshape(()),
+                            *self.good_on_all_ranks(raw_losses)]).tolist()
+        losses, norm = host[:accum], host[accum]
         good = [x for x in losses if math.isfinite(x) and x <= args.loss_spike_threshold]
         num_nan = sum(not math.isfinite(x) for x in losses)
-        applied = self.apply_update(num_good=len(good), num_nan=num_nan, grads_finite=math.isfinite(norm))
+        applied = self.apply_update(num_good=len(good), num_nan=num_nan, grads_finite=math.isfinite(norm),
+                                    num_good_all_ranks=round(host[accum + 1]) if len(host) > accum + 1 else None)
         lrs = lrs_by_group(self.optimizer)  # the LRs this update used
         self.step_scheduler(applied)
         timer.stop()
@@ -445,18 +448,33 @@ class BaseTrainer:
         contribution.backward()
         return loss.detach(), output.metrics
 
-    def apply_update(self, *, num_good: int, num_nan: int, grads_finite: bool) -> bool:
+    def good_on_all_ranks(self, raw_losses: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Under several processes, ``[count]``: the good micro-batches of this step summed over all ranks (one
+        small all-reduce, read with the step's one host transfer); ``[]`` in one process.
+
+        The update is skipped only when no rank has a good micro-batch: a rank whose own micro-batches were all
+        bad still applies the others' all-reduced gradients, so the ranks' parameters never diverge."""
+        if self.strategy.world_size == 1:
+            return []
+        threshold = self.args.loss_spike_threshold
+        local = torch.stack([torch.isfinite(x) & (x <= threshold) for x in raw_losses]).sum().float()
+        return [self.strategy.all_reduce_mean(local) * self.strategy.world_size]
+
+    def apply_update(self, *, num_good: int, num_nan: int, grads_finite: bool,
+                     num_good_all_ranks: int | None = None) -> bool:
         """Steps the optimizer unless every micro-batch was skipped or the gradients are not finite.
 
-        A skipped update leaves the optimizer state untouched and logs why.
+        ``num_good_all_ranks`` (several processes): the good micro-batches over all ranks, which decides the
+        skip instead of this rank's ``num_good`` (the counters stay this rank's). A skipped update leaves the
+        optimizer state untouched and logs why.
         """
         accum = self.args.gradient_accumulation_steps
         self.state.skipped_iters += accum - num_good
         self.state.nan_iters += num_nan
         reason = None
-        if num_good == 0:
+        if (num_good if num_good_all_ranks is None else num_good_all_ranks) == 0:
             reason = (f"every micro-batch loss was NaN/Inf ({num_nan}) or above --loss-spike-threshold "
-                      f"{self.args.loss_spike_threshold:g}")
+                      f"{self.args.loss_spike_threshold:g}" + (" on every rank" if num_good_all_ranks == 0 else ""))
         elif not grads_finite and self.scaler is not None:
             reason = "float16 gradients overflowed (the loss scale is lowered)"
         elif not grads_finite and self.args.check_for_nan_in_loss_and_grad:
