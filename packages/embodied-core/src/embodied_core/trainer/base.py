@@ -441,8 +441,7 @@ class BaseTrainer:
         if self.args.gradient_accumulation_steps == 1 and self.strategy.world_size == 1:
             contribution = loss
         else:
-            ok = torch.isfinite(loss) & (loss <= self.args.loss_spike_threshold)
-            contribution = torch.where(ok, loss * scale, 0.0)
+            contribution = torch.where(self.loss_counts(loss), loss * scale, 0.0)
         if self.scaler is not None:
             contribution = self.scaler.scale(contribution)
         contribution.backward()
@@ -456,9 +455,13 @@ class BaseTrainer:
         bad still applies the others' all-reduced gradients, so the ranks' parameters never diverge."""
         if self.strategy.world_size == 1:
             return []
-        threshold = self.args.loss_spike_threshold
-        local = torch.stack([torch.isfinite(x) & (x <= threshold) for x in raw_losses]).sum().float()
+        local = torch.stack([self.loss_counts(x) for x in raw_losses]).sum().float()
         return [self.strategy.all_reduce_mean(local) * self.strategy.world_size]
+
+    def loss_counts(self, loss: torch.Tensor) -> torch.Tensor:
+        """On the device, whether a raw micro-batch loss counts: finite and not above ``--loss-spike-threshold``
+        (the host-side test in :meth:`train_step` is the same)."""
+        return torch.isfinite(loss) & (loss <= self.args.loss_spike_threshold)
 
     def apply_update(self, *, num_good: int, num_nan: int, grads_finite: bool,
                      num_good_all_ranks: int | None = None) -> bool:
