@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
+from embodied_core.data import allocator
 from embodied_core.data.samplers import ShareFn
 from embodied_core.data.streaming import episode_blocks, streaming_order
 from embodied_core.data.transport import PackingCollate, unpack_small_tensors
@@ -134,14 +135,21 @@ class _SeededTransformDataset(Dataset):
                     np.random.set_state(np_state)
 
 
-class _WorkerSeeder:
-    """``seed_workers``: seeds a worker's global RNGs from ``(seed, epoch, worker_id)`` (picklable for spawn)."""
+class _WorkerStart:
+    """A DataLoader worker's ``worker_init_fn`` (picklable for spawn): ``keep_memory`` applies
+    :func:`~embodied_core.data.allocator.keep_batch_memory`; ``seed`` (``seed_workers``) seeds the worker's global
+    RNGs from ``(seed, epoch, worker_id)``."""
 
-    def __init__(self, seed: int, epoch: int) -> None:
+    def __init__(self, seed: int | None, epoch: int, *, keep_memory: bool) -> None:
         self.seed = seed
         self.epoch = epoch
+        self.keep_memory = keep_memory
 
     def __call__(self, worker_id: int) -> None:
+        if self.keep_memory:
+            allocator.keep_batch_memory()
+        if self.seed is None:
+            return
         seed = sample_seed(self.seed, self.epoch, 10_000_000 + worker_id)
         torch.manual_seed(seed)
         random.seed(seed)
@@ -190,6 +198,9 @@ class ResumableLoader:
             dataset mixture's schedule): ``order(epoch)`` gives the epoch's global order of dataset indices, split
             over ranks by ``share_fn``; its ``signature`` is part of the state, so a resume with another order is
             refused.
+        keep_batch_memory: tune the reading processes' malloc so batch-sized blocks are reused rather than mapped
+            afresh for every batch (:mod:`embodied_core.data.allocator`; glibc only, and not where the environment
+            tunes malloc itself).
     """
 
     def __init__(
@@ -214,6 +225,7 @@ class ResumableLoader:
         streaming_block_size: int = 64,
         streaming_window_blocks: int = 4,
         order: EpochOrder | None = None,
+        keep_batch_memory: bool = True,
     ) -> None:
         self._dataset = _SeededTransformDataset(dataset, sample_transform, seed + rank_seed, augmentation)
         self.batch_size = batch_size
@@ -233,6 +245,7 @@ class ResumableLoader:
         self._blocks = episode_blocks(episode_ranges, len(dataset), streaming_block_size) if streaming else []
         self.streaming_window_blocks = streaming_window_blocks
         self.order = order
+        self.keep_batch_memory = keep_batch_memory
         self._keys = _EpochKeys()
         self._loader: DataLoader | None = None
         if self.batches_per_epoch() == 0:
@@ -276,7 +289,8 @@ class ResumableLoader:
             collate_fn=PackingCollate(self.collate_fn) if self.num_workers > 0 else self.collate_fn,
             num_workers=self.num_workers,
             multiprocessing_context=self.multiprocessing_context,
-            worker_init_fn=_WorkerSeeder(self.seed + self.rank_seed, self.epoch) if self.seed_workers else None,
+            worker_init_fn=_WorkerStart(self.seed + self.rank_seed if self.seed_workers else None, self.epoch,
+                                        keep_memory=self.keep_batch_memory),
             persistent_workers=self.num_workers > 0,
             pin_memory=self.pin_memory,
             drop_last=self.drop_last,
@@ -292,6 +306,8 @@ class ResumableLoader:
             epoch_length = self.position + len(keys)
             self._keys.keys = keys
             if self._loader is None:
+                if self.keep_batch_memory and self.num_workers == 0:
+                    allocator.keep_batch_memory()  # this process reads the data; workers apply it as they start
                 self._loader = self._build_loader()
             for batch in self._loader:
                 raise_if_failure(batch)
