@@ -95,18 +95,18 @@ def _shared_out(values: Sequence[torch.Tensor]) -> torch.Tensor | None:
     """In a DataLoader worker, a shared-memory tensor to stack large ``values`` into (torch's default collate does
     the same): the batch then reaches the main process without the copy into shared memory that sending a
     private tensor makes (a batch of 9-frame 640x480 windows: 66 MB per batch). None elsewhere, and for tensors
-    small enough to travel pickled (``embodied_core.data.transport.INLINE_MAX_BYTES``)."""
-    import torch
+    small enough to travel pickled (``embodied_core.data.transport.INLINE_MAX_BYTES``). A worker with a segment pool
+    reuses segments the trainer is done with (``embodied_core.data.segment_pool``)."""
     import torch.utils.data
 
+    from embodied_core.data.segment_pool import shared_empty
     from embodied_core.data.transport import INLINE_MAX_BYTES
 
     first = values[0]
     nbytes = sum(v.numel() for v in values) * first.element_size()
     if nbytes <= INLINE_MAX_BYTES or first.device.type != "cpu" or torch.utils.data.get_worker_info() is None:
         return None
-    storage = torch.UntypedStorage._new_shared(nbytes)
-    return torch.empty(0, dtype=first.dtype).set_(storage).view(len(values), *first.shape)
+    return shared_empty((len(values), *first.shape), first.dtype)
 
 
 def collate_samples(samples: Sequence[Mapping[str, Any]]) -> TensorBatch:

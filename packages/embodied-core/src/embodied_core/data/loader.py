@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
-from embodied_core.data import allocator
+from embodied_core.data import allocator, segment_pool
 from embodied_core.data.samplers import ShareFn
 from embodied_core.data.streaming import episode_blocks, streaming_order
 from embodied_core.data.transport import PackingCollate, unpack_small_tensors
@@ -137,17 +137,22 @@ class _SeededTransformDataset(Dataset):
 
 class _WorkerStart:
     """A DataLoader worker's ``worker_init_fn`` (picklable for spawn): ``keep_memory`` applies
-    :func:`~embodied_core.data.allocator.keep_batch_memory`; ``seed`` (``seed_workers``) seeds the worker's global
-    RNGs from ``(seed, epoch, worker_id)``."""
+    :func:`~embodied_core.data.allocator.keep_batch_memory`; ``releases`` (the main process's
+    :class:`~embodied_core.data.segment_pool.SegmentReleases` table) gives the worker a segment pool; ``seed``
+    (``seed_workers``) seeds the worker's global RNGs from ``(seed, epoch, worker_id)``."""
 
-    def __init__(self, seed: int | None, epoch: int, *, keep_memory: bool) -> None:
+    def __init__(self, seed: int | None, epoch: int, *, keep_memory: bool,
+                 releases: torch.Tensor | None = None) -> None:
         self.seed = seed
         self.epoch = epoch
         self.keep_memory = keep_memory
+        self.releases = releases
 
     def __call__(self, worker_id: int) -> None:
         if self.keep_memory:
             allocator.keep_batch_memory()
+        if self.releases is not None:
+            segment_pool.install_worker_pool(worker_id, self.releases)
         if self.seed is None:
             return
         seed = sample_seed(self.seed, self.epoch, 10_000_000 + worker_id)
@@ -168,6 +173,9 @@ class _EpochKeys(Sampler):
 
     def __len__(self) -> int:
         return len(self.keys)
+
+
+_EPOCH_END = object()
 
 
 class ResumableLoader:
@@ -200,7 +208,8 @@ class ResumableLoader:
             refused.
         keep_batch_memory: tune the reading processes' malloc so batch-sized blocks are reused rather than mapped
             afresh for every batch (:mod:`embodied_core.data.allocator`; glibc only, and not where the environment
-            tunes malloc itself).
+            tunes malloc itself), and let workers reuse the shared-memory segments of batches the trainer has
+            dropped (:mod:`embodied_core.data.segment_pool`).
     """
 
     def __init__(
@@ -248,6 +257,7 @@ class ResumableLoader:
         self.keep_batch_memory = keep_batch_memory
         self._keys = _EpochKeys()
         self._loader: DataLoader | None = None
+        self._releases: segment_pool.SegmentReleases | None = None
         if self.batches_per_epoch() == 0:
             raise ValueError(f"the dataset has {len(dataset)} samples: too few for one batch of {batch_size} "
                              "per rank; lower --per-device-batch-size, use more data or --no-batch-drop-last")
@@ -282,6 +292,8 @@ class ResumableLoader:
         return [(self.epoch, i) for i in indices[self.position : self._usable(len(indices))]]
 
     def _build_loader(self) -> DataLoader:
+        self._releases = (segment_pool.SegmentReleases(self.num_workers)
+                          if self.num_workers > 0 and self.keep_batch_memory else None)
         return DataLoader(
             self._dataset,
             batch_size=self.batch_size,
@@ -290,7 +302,8 @@ class ResumableLoader:
             num_workers=self.num_workers,
             multiprocessing_context=self.multiprocessing_context,
             worker_init_fn=_WorkerStart(self.seed + self.rank_seed if self.seed_workers else None, self.epoch,
-                                        keep_memory=self.keep_batch_memory),
+                                        keep_memory=self.keep_batch_memory,
+                                        releases=self._releases.table if self._releases is not None else None),
             persistent_workers=self.num_workers > 0,
             pin_memory=self.pin_memory,
             drop_last=self.drop_last,
@@ -309,16 +322,33 @@ class ResumableLoader:
                 if self.keep_batch_memory and self.num_workers == 0:
                     allocator.keep_batch_memory()  # this process reads the data; workers apply it as they start
                 self._loader = self._build_loader()
-            for batch in self._loader:
-                raise_if_failure(batch)
+            batches = iter(self._loader)
+            while (batch := self._next_batch(batches)) is not _EPOCH_END:
                 self.position = min(self.position + self.batch_size, epoch_length)  # the last batch may be short
-                yield unpack_small_tensors(batch) if self.num_workers > 0 else batch
+                yield batch
+                del batch  # before the next fetch, so the pooled segments of a batch the caller dropped come back
             self.epoch += 1
             self.position = 0
+
+    def _next_batch(self, batches: Iterator[Any]) -> Any:
+        """The DataLoader's next batch as the trainer gets it, or ``_EPOCH_END``."""
+        if self._releases is not None:
+            self._releases.release_expired()
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return _EPOCH_END
+        raise_if_failure(batch)
+        if self.num_workers == 0:
+            return batch
+        if self._releases is not None:
+            batch = self._releases.receive(batch)
+        return unpack_small_tensors(batch)
 
     def close(self) -> None:
         """Stops the persistent workers now (they also stop when the loader is garbage collected)."""
         loader, self._loader = self._loader, None
+        self._releases = None
         iterator = getattr(loader, "_iterator", None)
         if iterator is not None and hasattr(iterator, "_shutdown_workers"):
             iterator._shutdown_workers()

@@ -9,15 +9,13 @@ tensors again in the main process, while large ones keep the shared-memory path.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import attrs
-import numpy as np
 import torch
 
+from embodied_core.data import segment_pool
+from embodied_core.data.leaves import InlineArray, map_leaves
 from embodied_core.data.worker_errors import WorkerFailure, in_worker
 from embodied_core.errors import EmbodiedError
 
@@ -30,64 +28,31 @@ _NUMPY_SAFE = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, to
                torch.float32, torch.float64}
 
 
-class _Inline:
-    """A small tensor in transit, as a NumPy array (pickled by value)."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = array
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_Inline, (self.array,))
-
-
-def _map(obj: Any, fn: Callable[[Any], Any]) -> Any:
-    """Applies ``fn`` to the leaves of dicts, lists, tuples, dataclasses and attrs instances."""
-    if isinstance(obj, (torch.Tensor, _Inline)):
-        return fn(obj)
-    if isinstance(obj, dict):
-        out = copy.copy(obj)  # keeps the batch's own dict subclass (e.g. TensorBatch)
-        for key, value in obj.items():
-            out[key] = _map(value, fn)
-        return out
-    if isinstance(obj, list):
-        return [_map(value, fn) for value in obj]
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(_map(value, fn) for value in obj)
-    names = ([f.name for f in dataclasses.fields(obj)] if dataclasses.is_dataclass(obj) and not isinstance(obj, type)
-             else [f.name for f in attrs.fields(type(obj))] if attrs.has(type(obj)) else None)
-    if names is None:
-        return obj
-    out = copy.copy(obj)
-    for name in names:
-        object.__setattr__(out, name, _map(getattr(obj, name), fn))  # also for frozen classes
-    return out
-
-
 def _pack(leaf: Any) -> Any:
     if (isinstance(leaf, torch.Tensor) and leaf.device.type == "cpu" and leaf.dtype in _NUMPY_SAFE
             and not leaf.requires_grad and leaf.numel() * leaf.element_size() <= INLINE_MAX_BYTES):
-        return _Inline(leaf.numpy())
+        return InlineArray(leaf.numpy())
     return leaf
 
 
 def _unpack(leaf: Any) -> Any:
-    return torch.from_numpy(leaf.array) if isinstance(leaf, _Inline) else leaf
+    return torch.from_numpy(leaf.array) if isinstance(leaf, InlineArray) else leaf
 
 
 def pack_small_tensors(batch: Any) -> Any:
     """The batch with its small CPU tensors replaced by picklable arrays (run in the worker)."""
-    return _map(batch, _pack)
+    return map_leaves(batch, _pack)
 
 
 def unpack_small_tensors(batch: Any) -> Any:
     """Inverse of :func:`pack_small_tensors` (run in the main process; zero-copy)."""
-    return _map(batch, _unpack)
+    return map_leaves(batch, _unpack)
 
 
 class PackingCollate:
-    """``collate_fn`` followed by :func:`pack_small_tensors`; picklable for spawn/forkserver workers.
+    """``collate_fn`` followed by :func:`pack_small_tensors`; picklable for spawn/forkserver workers. In a worker
+    with a segment pool (:mod:`embodied_core.data.segment_pool`), a batch on pooled segments travels as a
+    :class:`~embodied_core.data.segment_pool.PooledBatch`.
 
     A :class:`WorkerFailure` among the samples (or an :class:`EmbodiedError` of ``collate_fn`` in a worker) is
     passed on as the batch, for the loader to re-raise in the main process.
@@ -108,4 +73,7 @@ class PackingCollate:
             if not in_worker():
                 raise
             return WorkerFailure(exc)
-        return pack_small_tensors(batch)
+        packed = pack_small_tensors(batch)
+        pool = segment_pool.worker_pool()
+        sent = pool.dispatch(packed) if pool is not None else []
+        return segment_pool.PooledBatch(packed, pool.worker_id, sent) if sent and pool is not None else packed
