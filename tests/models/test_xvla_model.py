@@ -111,6 +111,42 @@ def test_compile_gives_the_davit_stages_static_shapes():
     assert any(".layers." in n for n in report.blocks if n not in davit)  # BART / transformer blocks stay dynamic
 
 
+def test_absent_views_skip_the_tower_eager_and_keep_the_compiled_shape():
+    """Eager, only the present views run through DaViT (the work lerobot does); once the blocks are compiled every
+    view runs at the one fixed shape and the absent ones are zeroed. Features and gradients agree."""
+    from embodied_core.trainer.compile import compile_blocks
+
+    model_cfg, data_cfg = _tiny(dropout=0.0, text_dropout=0.0, vision_drop_path_rate=0.0)
+    torch.manual_seed(0)
+    model = build_model(model_cfg, data_cfg).eval()
+    pixels = model.pixel_values(_batch(model_cfg, data_cfg)).flatten(0, 1)  # [3 * 2 views, 3, H, W]
+    present = torch.tensor([True, False, True, True, False, True])
+    seen: list[int] = []
+    model.vlm.vision_tower.register_forward_pre_hook(lambda _, args: seen.append(args[0].shape[0]))
+    results = []
+    for static in (False, True):
+        model.zero_grad()
+        model.vlm.static_view_batch = lambda static=static: static
+        feats = model.vlm.view_features(pixels, present)
+        (feats * torch.linspace(-1, 1, feats.shape[-1])).sum().backward()
+        results.append((feats.detach(), {n: p.grad.clone() for n, p in model.vlm.named_parameters()
+                                         if p.grad is not None}))
+    assert seen == [4, 6]
+    (eager, eager_grads), (static, static_grads) = results
+    assert not eager[~present].any() and not static[~present].any() and eager[present].abs().sum() > 0
+    torch.testing.assert_close(eager, static, atol=1e-6, rtol=1e-5)
+    assert eager_grads.keys() == static_grads.keys() and eager_grads
+    for name, grad in eager_grads.items():
+        torch.testing.assert_close(grad, static_grads[name], atol=1e-6, rtol=1e-5, msg=name)
+    seen.clear()
+    model.vlm.view_features(pixels, torch.ones(6, dtype=torch.bool))  # nothing to skip: one call on all views
+    assert seen == [6]
+    del model.vlm.static_view_batch
+    assert not model.vlm.static_view_batch()
+    compile_blocks(model)  # lazy: marks the blocks, compiles on their first call (not made here)
+    assert model.vlm.static_view_batch()
+
+
 def test_gradient_checkpointing_gives_the_same_gradients():
     grads = []
     for checkpointing in (False, True):

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from transformers import Florence2Config, Florence2Model
 
+from embodied_core.trainer.compile import compiled_block_names
 from embodied_models.xvla.config import XvlaModelConfig
 
 __all__ = ["FlorenceEncoder", "florence_config"]
@@ -100,17 +101,32 @@ class FlorenceEncoder(Florence2Model):
         """Encodes a batch; returns ``(vlm_features [B, N + L, C], aux_visual_inputs [B, (V-1) N, C])``.
 
         Views ``>= encoded_views`` are known to be empty (more views than cameras) and are not run through the
-        tower; the others are, and masked views get all-zero features (lerobot skips their computation; the
-        values are the same, and the shapes stay static for DDP/FSDP).
+        tower. Of the others, masked views get all-zero features. Eager, only the unmasked views run through the
+        tower, as lerobot computes them (a batch with one absent view costs one view less); under ``--compile``
+        every view runs and the masked ones are zeroed afterwards, so each DaViT stage keeps the one fixed shape
+        it is compiled for (see :func:`embodied_core.trainer.compile.mark_static_shapes`). Both give the same
+        values.
         """
         b, v = pixels.shape[:2]
         run = max(1, min(encoded_views, v))
-        feats = self.image_tokens(pixels[:, :run].flatten(0, 1)).unflatten(0, (b, run))
-        feats = torch.where(masks[:, :run, None, None], feats, torch.zeros((), dtype=feats.dtype,
-                                                                              device=feats.device))
+        feats = self.view_features(pixels[:, :run].flatten(0, 1), masks[:, :run].flatten()).unflatten(0, (b, run))
         if run < v:
             feats = torch.cat([feats, feats.new_zeros(b, v - run, *feats.shape[2:])], dim=1)
         text = self.text_embeddings(tokens)
         vlm = self.encode_text(torch.cat([feats[:, 0].to(text.dtype), text], dim=1))
         aux = feats[:, 1:].reshape(b, -1, feats.shape[-1])
         return vlm, aux
+
+    def view_features(self, pixels: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+        """Image tokens [N, 1 + h*w, C] of views ``pixels`` [N, 3, H, W], zero where ``present`` [N] is False."""
+        if not self.static_view_batch():
+            count = int(present.sum())  # a host sync where the mask lives on a device, as in lerobot
+            if 0 < count < present.numel():
+                kept = self.image_tokens(pixels[present])
+                return kept.new_zeros(present.numel(), *kept.shape[1:]).index_put((present,), kept)
+        feats = self.image_tokens(pixels)
+        return torch.where(present[:, None, None], feats, torch.zeros((), dtype=feats.dtype, device=feats.device))
+
+    def static_view_batch(self) -> bool:
+        """Whether the tower's blocks run compiled (``--compile``), which fixes the number of views per batch."""
+        return bool(compiled_block_names(self.vision_tower))
