@@ -45,7 +45,10 @@ PRELOAD = ("numpy", "torch", "safetensors.torch", "attrs", "cattrs", "yaml", "ty
            "torch.distributed.run", "torch.distributed.fsdp", "torch.distributed.tensor",
            "torch.distributed.checkpoint",
            # what every model plugin built on transformers imports (its PreTrainedModel machinery)
-           "transformers.modeling_utils")
+           "transformers.modeling_utils",
+           # the video and world models' diffusers blocks (diffusers' transformers package imports all of its
+           # ~100 models at once: 4-7 s per command on the CI machine)
+           "diffusers.models.modeling_utils", "diffusers.models.transformers")
 """Imported once by each server (import-time side effects only: nothing is discovered, built or seeded)."""
 
 _IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS", "TORCH", "PYTORCH", "CUDA", "NCCL", "HF_",
