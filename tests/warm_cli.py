@@ -325,7 +325,9 @@ def torchrun_shim_env(env: dict[str, str]) -> dict[str, str]:
     on PATH, which launches in a fork of the warm server for ``env`` (with ``TESTS_COLD_CLI=1``: this Python's
     real ``python -m torch.distributed.run``)."""
     shim = str(Path(__file__).resolve().parent / "bin")
-    env = {**env, "PATH": os.pathsep.join([shim, env.get("PATH", os.defpath)]), "WARM_TESTS_PYTHON": sys.executable}
+    # TORCHRUN: for a recipe that puts its checkout's .venv/bin first on PATH (examples/lingbot_va/train.sh)
+    env = {**env, "PATH": os.pathsep.join([shim, env.get("PATH", os.defpath)]), "WARM_TESTS_PYTHON": sys.executable,
+           "TORCHRUN": os.path.join(shim, "torchrun")}
     if os.environ.get("TESTS_COLD_CLI") != "1":
         env["WARM_TESTS_SOCKET"] = _server(env).socket_path
     return env

@@ -20,6 +20,7 @@
 #   PER_DEVICE_BATCH_SIZE, LR, WARMUP_STEPS, NUM_WORKERS, DEVICE_TYPE (cuda|cpu)    [1, 1e-5, 10, 4, auto]
 #   PRECOMPUTE        1: build the latent cache first (each node encodes its share)   [0]
 #   INIT_ON_META      1: build on the meta device, shard, materialize only this rank's shards (see below)   [1]
+#   TORCHRUN          the launcher command (e.g. a site wrapper around torchrun)   [torchrun: the .venv's first]
 # Extra arguments are passed to `embodied train` (flags or model.x=... / data.y=...).
 #
 # Parallelism (what we chose and why):
@@ -48,6 +49,7 @@ set -euo pipefail
 CODE_DIR=${CODE_DIR:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"}
 cd "$CODE_DIR"
 if [[ -x "$CODE_DIR/.venv/bin/torchrun" ]]; then PATH="$CODE_DIR/.venv/bin:$PATH"; fi
+TORCHRUN=${TORCHRUN:-torchrun}
 
 : "${DATASET_PATH:?set DATASET_PATH to a LeRobot v2.1 dataset}"
 : "${BASE_MODEL_PATH:?set BASE_MODEL_PATH to a folder with transformer/ vae/ text_encoder/ tokenizer/}"
@@ -84,7 +86,7 @@ DISTRIBUTED_ARGS=(--nproc_per_node "$NPROC_PER_NODE" --nnodes "$NNODES" --node_r
                   --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT")
 
 if [[ "${PRECOMPUTE:-0}" == "1" ]]; then
-    torchrun "${DISTRIBUTED_ARGS[@]}" -m embodied_models.lingbot_va.precompute "$DATASET_PATH" \
+    "$TORCHRUN" "${DISTRIBUTED_ARGS[@]}" -m embodied_models.lingbot_va.precompute "$DATASET_PATH" \
         --base-model-path "$BASE_MODEL_PATH" --model-name "$MODEL_NAME"
 fi
 
@@ -121,4 +123,4 @@ if [[ -n "$RESUME_FROM" ]]; then
     TRAIN_ARGS+=("model.resume_optimizer=$RESUME_OPTIMIZER")
 fi
 
-exec torchrun "${DISTRIBUTED_ARGS[@]}" -m embodied_core.cli.main train "${TRAIN_ARGS[@]}" "$@"
+exec "$TORCHRUN" "${DISTRIBUTED_ARGS[@]}" -m embodied_core.cli.main train "${TRAIN_ARGS[@]}" "$@"
