@@ -48,7 +48,9 @@ PRELOAD = ("numpy", "torch", "safetensors.torch", "attrs", "cattrs", "yaml", "ty
            "transformers.modeling_utils",
            # the video and world models' diffusers blocks (diffusers' transformers package imports all of its
            # ~100 models at once: 4-7 s per command on the CI machine)
-           "diffusers.models.modeling_utils", "diffusers.models.transformers")
+           "diffusers.models.modeling_utils", "diffusers.models.transformers",
+           # the default video backend, which every run on a video dataset imports (FFmpeg's libraries: 1.7 s)
+           "torchcodec.decoders")
 """Imported once by each server (import-time side effects only: nothing is discovered, built or seeded)."""
 
 _IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS", "TORCH", "PYTORCH", "CUDA", "NCCL", "HF_",
