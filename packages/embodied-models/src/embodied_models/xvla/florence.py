@@ -105,7 +105,7 @@ class FlorenceEncoder(Florence2Model):
         tower, as lerobot computes them (a batch with one absent view costs one view less); under ``--compile``
         every view runs and the masked ones are zeroed afterwards, so each DaViT stage keeps the one fixed shape
         it is compiled for (see :func:`embodied_core.trainer.compile.mark_static_shapes`). Both give the same
-        values.
+        values up to float rounding (the tower's matmuls see another batch size).
         """
         b, v = pixels.shape[:2]
         run = max(1, min(encoded_views, v))
