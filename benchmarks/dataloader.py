@@ -39,6 +39,7 @@ workers.
     .venv/bin/python benchmarks/dataloader.py --skip-bare [--side-rounds 3] [--lerobot-python .venv-lerobot/bin/python]
     .venv/bin/python benchmarks/dataloader.py --only-side --side-datasets lingzu synth --camera-frames 1 9
     .venv/bin/python benchmarks/dataloader.py --only-augmentation [--augmentation lerobot] [--items 400]
+        [--augmentation-datasets lingzu g1 synth]
 """
 
 from __future__ import annotations
@@ -225,16 +226,18 @@ def main() -> None:
                         help="the side venv's interpreter; the side-by-side run is skipped when it is missing")
     parser.add_argument("--augmentation", default="lerobot", help="augmentation preset measured (lerobot)")
     parser.add_argument("--only-augmentation", action="store_true", help="only the with/without augmentation run")
+    parser.add_argument("--augmentation-datasets", nargs="+", default=["lingzu"], choices=sorted(SIDE_DATASETS),
+                        help="datasets of the with/without augmentation run (their camera of the side-by-side run)")
     opts = parser.parse_args()
     torch.set_num_threads(1)
 
     if not opts.only_side:
-        ours = build_ours(opts.dataset)
-        with_augmentation(opts, ours)
+        for name in opts.augmentation_datasets:
+            with_augmentation(opts, name)
         if opts.only_augmentation:
             return
         if not opts.skip_bare:
-            versus_bare(opts, ours)
+            versus_bare(opts, build_ours(opts.dataset))
     if opts.lerobot_python.exists():
         for name in opts.side_datasets:
             for camera_frames in opts.camera_frames:
@@ -373,20 +376,29 @@ class Augmented(Dataset):
         return self.augmentation(self.dataset[index], epoch=0, index=index)
 
 
-def with_augmentation(opts: argparse.Namespace, ours: LeRobotDataset) -> None:
-    """Ours with and without the ``--augmentation`` preset: the same items, alternating rounds (issue 25)."""
+def with_augmentation(opts: argparse.Namespace, name: str) -> None:
+    """Ours with and without the ``--augmentation`` preset on side dataset ``name`` (its camera, the current
+    frame): the same items, alternating rounds (issue 25)."""
     from embodied_core.config.image_augmentation import ImageAugmentationConfig
     from embodied_core.data.image_augmentation import build_ops, resolve_augmentation
     from embodied_core.data.image_augmentation.pipeline import ImageAugmentation
 
-    settings = resolve_augmentation(ImageAugmentationConfig(preset=opts.augmentation), cameras=["image"])
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from loader_pass import build_ours as build_query
+
+    side = SIDE_DATASETS[name]
+    ensure_synth(side)
+    ours = build_query(argparse.Namespace(
+        dataset=str(side.path), episodes=list(side.episodes), camera=side.camera, state_key=side.state_key,
+        action_key=side.action_key, horizon=50, camera_frames=1))
+    settings = resolve_augmentation(ImageAugmentationConfig(preset=opts.augmentation), cameras=[side.camera])
     assert settings is not None
     augmented = Augmented(ours, ImageAugmentation(settings, build_ops(settings), seed=opts.seed,
-                                                  camera_keys=["image"]))
+                                                  camera_keys=[side.camera]))
     order = _order(len(ours), opts.items, opts.seed)
-    frame = ours[0]["image"]
-    print(f"augmentation {opts.augmentation}: {opts.items} items of {opts.dataset.name} (image {list(frame.shape)}), "
-          f"batch {opts.batch_size}, {opts.rounds} alternating rounds")
+    frame = ours[0][side.camera]
+    print(f"augmentation {opts.augmentation}: {opts.items} items of {name} ({side.path.name}, {side.camera} "
+          f"{list(frame.shape)}), batch {opts.batch_size}, {opts.rounds} alternating rounds")
     print("  per op, one frame, one thread (min of 5): " + ", ".join(
         f"{entry.name}({_first_param(entry.params)}) {_op_ms(op, frame):.1f} ms"
         for entry, op in zip(augmented.augmentation.entries, augmented.augmentation.ops, strict=True)))
@@ -400,8 +412,9 @@ def with_augmentation(opts: argparse.Namespace, ours: LeRobotDataset) -> None:
         cpu_p = statistics.median(r.items_per_cpu_s for r in plain_runs)
         cpu_a = statistics.median(r.items_per_cpu_s for r in aug_runs)
         print(f"workers={workers}: without {wall_p:6.1f} items/s ({cpu_p:6.1f}/cpu-s) | with {opts.augmentation} "
-              f"{wall_a:6.1f} items/s ({cpu_a:6.1f}/cpu-s) | slower by wall {1 - wall_a / wall_p:+.1%}, cpu "
-              f"{1 - cpu_a / cpu_p:+.1%} (goal < 15% at 2 workers; median of {opts.rounds})")
+              f"{wall_a:6.1f} items/s ({cpu_a:6.1f}/cpu-s) | items/s lower by wall {1 - wall_a / wall_p:.1%} "
+              f"({wall_p / wall_a:.2f}x the time per item), cpu {1 - cpu_a / cpu_p:.1%} (goal < 15% at 2 workers; "
+              f"median of {opts.rounds})")
 
 
 def _op_ms(op: Any, frame: torch.Tensor) -> float:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from tests.dist._det_model import NAME, SPEC
 from tests.support import clean_env, run_torchrun
 
 WORKER = Path(__file__).resolve().parent / "_worker.py"
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
 def free_port() -> int:
