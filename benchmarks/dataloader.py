@@ -264,6 +264,18 @@ def _pass(python: Path, impl: str, query: list[str], positions: list[int], worke
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def side_dataset(side: SideDataset, camera_frames: int) -> LeRobotDataset:
+    """Our dataset for a side dataset's query (``loader_pass.py``'s, which the side-by-side passes read), written
+    first when it is the synth one."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from loader_pass import build_ours as build_query
+
+    ensure_synth(side)
+    return build_query(argparse.Namespace(
+        dataset=str(side.path), episodes=list(side.episodes), camera=side.camera, state_key=side.state_key,
+        action_key=side.action_key, horizon=50, camera_frames=camera_frames))
+
+
 def ensure_synth(side: SideDataset) -> None:
     """Writes the synth dataset of the side-by-side run when it is absent (into ``outputs/``, git-ignored)."""
     if not side.synth or (side.path / "meta" / "info.json").is_file():
@@ -280,15 +292,9 @@ def ensure_synth(side: SideDataset) -> None:
 def versus_lerobot(opts: argparse.Namespace, name: str, camera_frames: int) -> None:
     """Ours vs lerobot's LeRobotDataset (and the decode ceiling): the same positions, fresh process per pass,
     interleaved."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from loader_pass import build_ours as build_query
-
     side = SIDE_DATASETS[name]
-    ensure_synth(side)
     query = _query_flags(side, camera_frames, opts.batch_size)
-    frames = len(build_query(argparse.Namespace(
-        dataset=str(side.path), episodes=list(side.episodes), camera=side.camera, state_key=side.state_key,
-        action_key=side.action_key, horizon=50, camera_frames=camera_frames)))
+    frames = len(side_dataset(side, camera_frames))
     positions = random.Random(opts.seed).sample(range(frames), min(opts.side_items, frames))
     version = json.loads((side.path / "meta" / "info.json").read_text())["codebase_version"]
     with_lerobot = version == "v3.0"  # lerobot 0.6.1 refuses v2.x datasets (BackwardCompatibilityError)
@@ -383,14 +389,8 @@ def with_augmentation(opts: argparse.Namespace, name: str) -> None:
     from embodied_core.data.image_augmentation import build_ops, resolve_augmentation
     from embodied_core.data.image_augmentation.pipeline import ImageAugmentation
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from loader_pass import build_ours as build_query
-
     side = SIDE_DATASETS[name]
-    ensure_synth(side)
-    ours = build_query(argparse.Namespace(
-        dataset=str(side.path), episodes=list(side.episodes), camera=side.camera, state_key=side.state_key,
-        action_key=side.action_key, horizon=50, camera_frames=1))
+    ours = side_dataset(side, camera_frames=1)
     settings = resolve_augmentation(ImageAugmentationConfig(preset=opts.augmentation), cameras=[side.camera])
     assert settings is not None
     augmented = Augmented(ours, ImageAugmentation(settings, build_ops(settings), seed=opts.seed,
