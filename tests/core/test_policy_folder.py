@@ -79,6 +79,30 @@ def test_hwc_and_chw_frames_give_the_same_actions(run):
     np.testing.assert_array_equal(hwc, chw)
 
 
+def test_read_only_frames_as_the_wire_hands_them_out_give_the_same_actions_without_a_warning(run):
+    """``embodied serve`` gets frames as read-only views of the request's bytes: same actions, no torch warning about
+    non-writable arrays, and the request's memory is never written."""
+    import warnings
+
+    policy = load_policy(run["checkpoint"])
+    obs = _observations(run)[1]
+    expected = policy.predict_action(obs)
+    policy.reset()
+    frozen = {}
+    for key, value in obs.items():
+        if isinstance(value, np.ndarray):
+            value = np.frombuffer(value.tobytes(), dtype=value.dtype).reshape(value.shape)  # read-only, as msgpack's
+            assert not value.flags.writeable
+        frozen[key] = value
+    before = {k: v.copy() for k, v in frozen.items() if isinstance(v, np.ndarray)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = policy.predict_action(frozen)
+    np.testing.assert_array_equal(got, expected)
+    for key, value in before.items():
+        np.testing.assert_array_equal(frozen[key], value)
+
+
 def test_same_seed_same_actions_and_reset_restarts_the_stream(run):
     observations = _observations(run)
     first, second = load_policy(run["out"], seed=5), load_policy(run["out"], seed=5)

@@ -72,8 +72,10 @@ def image_frames(value: Any, key: str, shape_hwc: tuple[int, int, int], *,
     elif array.shape != (*lead, h, w, c):
         raise ObservationError(f"observation[{key!r}]: got {describe(array)}, expected {expected}")
     # HWC memory seen as CHW: the layout video decoders hand frames out in, so a batch collated for inference has
-    # the memory layout of a training batch (channels-last) and the model's float results are the same
-    return torch.from_numpy(np.ascontiguousarray(array)).movedim(-1, -3)
+    # the memory layout of a training batch (channels-last) and the model's float results are the same. A read-only
+    # array (what msgpack hands ``embodied serve``: a view of the request's bytes) is copied, so no tensor aliases
+    # memory that must not be written (torch would warn, and an in-place transform would write into the request).
+    return torch.from_numpy(np.require(array, requirements=("C", "W"))).movedim(-1, -3)
 
 
 def state_vector(value: Any, key: str, dim: int) -> torch.Tensor:
