@@ -18,9 +18,12 @@ taken per round and reported as the median over rounds with its spread (min-max)
 measured process's CPU time (the steadier figure when other jobs share the machine). Also printed: the loss
 difference relative to lerobot's (max over the steps, so the AdamW update is checked too), peak memory (CUDA:
 ``max_memory_allocated``; CPU: peak RSS above the level before the first step) and on CUDA the MFU (FLOPs of one
-step counted by torch's ``FlopCounterMode`` over ``--peak-tflops``). ``--json`` prints one JSON object as the last
-line: ``{"model", "size", "eager_ratio", "compiled_ratio", "loss_rel_diff", "peak_mem_ratio", ...}``; with a path
-it also writes it there. ``--profile DIR`` writes a torch.profiler op table and trace of one step per side.
+step counted by torch's ``FlopCounterMode`` over ``--peak-tflops``). On CPU the RSS also counts freed memory glibc
+keeps in its heap, which differs by a few percent between two processes doing the same work; ``--live-peak``
+measures the live bytes instead (every large block mapped and unmapped on its own; slower steps). ``--json``
+prints one JSON object as the last line: ``{"model", "size", "eager_ratio", "compiled_ratio", "loss_rel_diff",
+"peak_mem_ratio", ...}``; with a path it also writes it there. ``--profile DIR`` writes a torch.profiler op table
+and trace of one step per side.
 
 On CPU both sides run one intra-op thread by default (steady on a shared host); the load average is printed.
 """
@@ -45,6 +48,8 @@ from benchmarks.lerobot_cases import MODELS, load_case  # noqa: E402
 from benchmarks.lerobot_cases.runner import ensure_inputs, print_record, run_side, sized  # noqa: E402
 
 DEFAULT_LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
+LIVE_PEAK_MMAP_THRESHOLD = 128 * 1024
+"""``--live-peak``: glibc's own starting mmap threshold, fixed (setting it turns the dynamic threshold off)."""
 Key = tuple[str, bool]
 
 
@@ -71,6 +76,8 @@ def _measure(python: Path, role: str, opts: argparse.Namespace, work: Path, *, c
             *(["--threads", str(opts.threads)] if opts.threads else []), *(["--side-compile"] if compile_ else []),
             *(["--count-flops"] if count_flops else []), *(["--profile", str(opts.profile)] if profile else [])]
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if opts.live_peak:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(LIVE_PEAK_MMAP_THRESHOLD)
     result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=opts.timeout, env=env)
     if result.returncode != 0:
         raise SystemExit(f"{opts.model[0]} {role} (compile={compile_}) failed:\n{result.stderr[-4000:]}")
@@ -127,7 +134,9 @@ def summarize(runs: dict[Key, list[dict[str, Any]]], case: Any, size: dict[str, 
     print(f"{name} {opts.size} ({case.describe(size)}), {opts.dtype}, {opts.device}, "
           f"{'fwd+bwd+AdamW' if mode == 'train' else 'forward only (lerobot cannot train it on this device)'}; "
           f"median of {opts.steps} steps x {opts.rounds} fresh-process rounds, interleaved; load average "
-          f"{load[0]:.1f} -> {load[1]:.1f}" + (f"; {flops / 1e12:.4f} TFLOP per step" if flops else ""))
+          f"{load[0]:.1f} -> {load[1]:.1f}" + (f"; {flops / 1e12:.4f} TFLOP per step" if flops else "")
+          + ("; --live-peak: fixed mmap threshold, the RSS follows live bytes (slower steps)" if opts.live_peak
+             else ""))
     rows: dict[str, dict[str, Any]] = {}
     for key, values in runs.items():
         role, compiled = key
@@ -189,6 +198,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--count-flops", action="store_true", help="count FLOPs on CPU too (one more step)")
     parser.add_argument("--profile", type=Path, default=None, help="torch.profiler table + trace of one step here")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per measurement process")
+    parser.add_argument("--live-peak", action="store_true",
+                        help="CPU: fix glibc's mmap threshold at 128 KiB in the measured processes "
+                             "(MALLOC_MMAP_THRESHOLD_), so every large block is mapped on allocation and unmapped "
+                             "on free and the peak RSS follows the live bytes, not how the heap happened to "
+                             "fragment; the steps then run slower (both sides alike): read the memory column")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="print the summary as one JSON object on the last line (and write it to PATH)")
     parser.add_argument("--role", choices=["ours", "lerobot"], help=argparse.SUPPRESS)
