@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import shutil
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,27 @@ def test_worker_errors_reach_the_trainer_as_themselves(error: type[Exception], s
         assert caught.value.problems == ["/data/episode_5.parquet: unreadable"]
     assert "DataLoader worker" not in str(caught.value)
     assert any("Traceback" in r.getMessage() and "test_bad_data.py" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["map", "streaming"])
+def test_a_worker_error_stops_the_workers_before_it_reaches_the_caller(streaming: bool) -> None:
+    """The failed iteration shuts its persistent workers down itself. Left to the cyclic garbage collector (a
+    caller that keeps the exception in a local puts the loader in its frame's cycle), torch's shutdown ran after
+    the worker queues' own finalizers, its stop signal never reached the workers, and it waited 5 s per worker."""
+    loader = ResumableLoader(_BadRow(DataError), batch_size=2, share_fn=cyclic_sampler(0, 1), seed=0, shuffle=False,
+                             sample_transform=None, collate_fn=collate_samples, num_workers=2, streaming=streaming)
+    before = set(multiprocessing.active_children())
+    iterator = iter(loader)
+    assert next(iterator)["x"].tolist() == [0.0, 1.0]  # the workers are up
+    workers = [p for p in multiprocessing.active_children() if p not in before]
+    assert len(workers) == 2
+    assert next(iterator)["x"].tolist() == [2.0, 3.0]
+    with pytest.raises(DataError):
+        next(iterator)  # rows 4 and 5
+    assert [w.is_alive() for w in workers] == [False, False]
+    assert loader.position == 4  # batches 0 and 1 were read; the failed one is not skipped: a new iteration
+    with pytest.raises(DataError, match=r"episode_5\.parquet"):  # (new workers) reads it again
+        next(iter(loader))
 
 
 @pytest.mark.timeout(120)

@@ -314,6 +314,16 @@ class ResumableLoader:
         )
 
     def __iter__(self) -> Iterator[Any]:
+        try:
+            yield from self._batches()
+        except Exception:
+            # A failed read (a worker's DataError, a bad sample) ends this iteration: stop the workers now. Left to
+            # the garbage collector, the DataLoader iterator dies with the exception's reference cycle, after the
+            # queues torch signals its workers through were finalized, and its shutdown then waits 5 s per worker.
+            self.close()
+            raise
+
+    def _batches(self) -> Iterator[Any]:
         while True:
             keys = self._epoch_keys()
             epoch_length = self.position + len(keys)
@@ -346,7 +356,8 @@ class ResumableLoader:
         return unpack_small_tensors(batch)
 
     def close(self) -> None:
-        """Stops the persistent workers now (they also stop when the loader is garbage collected)."""
+        """Stops the persistent workers now (they also stop when an iteration fails and when the loader is garbage
+        collected); a later iteration starts new ones."""
         loader, self._loader = self._loader, None
         self._releases = None
         iterator = getattr(loader, "_iterator", None)
