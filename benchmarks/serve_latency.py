@@ -3,10 +3,13 @@
 For each model: train 2 steps (pi05_tiny on ``embodied data synth`` output, 96 x 96 frames; lingbot_va_tiny on
 ``../shared/datasets/lerobot_written/v21`` with its latent cache, encoded by embodied_models.wan's tiny random VAE
 and UMT5), load the checkpoint in this process and start ``embodied serve`` on it in a child process (same thread
-count), then time ``--episodes`` episodes of ``--steps`` requests each, both ways: ``predict_action`` here, and a
-request over the websocket (openpi's protocol, through :class:`embodied_eval.RemotePolicy`: pack, send, infer, receive,
-unpack). Prints p50/p99 per model and the server's own ``infer_ms``/``queue_ms``; latency includes the
-observation's encoding (a 96 x 96 frame: 27 KiB; lingbot_va_tiny's keyframe chunks: 12 frames x 2 cameras).
+count), then time ``--episodes`` episodes of ``--steps`` requests each, both ways and interleaved (each step calls
+both, in alternating order): ``predict_action`` here, and a request over the websocket (openpi's protocol, through
+:class:`embodied_eval.RemotePolicy`: pack, send, infer, receive, unpack). Prints p50/p99 per model, the server's own
+``infer_ms``/``queue_ms``, and the transport: the request less the server's own inference, which leaves out how fast
+the server process happens to compute (on a shared machine it runs in turn with this one, and the model's working
+set goes cold between requests). Latency includes the observation's encoding (a 96 x 96 frame: 27 KiB;
+lingbot_va_tiny's keyframe chunks: 12 frames x 2 cameras).
 
     .venv/bin/python benchmarks/serve_latency.py [--episodes 10] [--steps 6] [--threads 1] [--models pi05_tiny,...]
 """
@@ -80,11 +83,15 @@ def _tiny_wan_base(folder: Path) -> Path:
 
 def _episode_frames(cameras: list[str], count: int) -> list[Any]:
     """Episode 0's first ``count`` frames per camera, uint8 HWC, as a robot's cameras deliver them."""
+    import numpy as np
+
     from embodied_data.video.backends import make_backend
 
     backend = make_backend("pyav")
-    return [backend.decode(LINGBOT_DATASET / f"videos/chunk-000/{cam}/episode_000000.mp4",
-                           [i / 30 for i in range(count)]).frames.permute(0, 2, 3, 1).numpy() for cam in cameras]
+    # contiguous, as a camera driver hands them out (a strided view would cost the client a slow gather in pack)
+    return [np.ascontiguousarray(backend.decode(LINGBOT_DATASET / f"videos/chunk-000/{cam}/episode_000000.mp4",
+                                                [i / 30 for i in range(count)]).frames.permute(0, 2, 3, 1).numpy())
+            for cam in cameras]
 
 
 def _lingbot_checkpoint(work: Path) -> tuple[Path, Callable[[], Iterator[dict[str, Any]]]]:
@@ -122,18 +129,24 @@ def _percentiles(values: list[float]) -> str:
     return f"p50 {statistics.median(ordered):7.2f} ms  p99 {p99:7.2f} ms"
 
 
-def _time(policy: Any, episode: Callable[[], Iterator[dict[str, Any]]], *, episodes: int, steps: int,
-          timings: list[dict[str, float]] | None = None) -> list[float]:
-    out = []
+def _time(direct: Any, remote: Any, episode: Callable[[], Iterator[dict[str, Any]]], *, episodes: int,
+          steps: int) -> tuple[list[float], list[float], list[dict[str, float]]]:
+    """Milliseconds per call of ``direct`` and ``remote`` (the same episodes, both reset per episode; at each step
+    both are called, the first one alternating) and the server's timing of each remote call."""
+    times: dict[Any, list[float]] = {direct: [], remote: []}
+    timings = []
+    calls = 0
     for _ in range(episodes):
-        policy.reset()
+        direct.reset()
+        remote.reset()
         for _, obs in zip(range(steps), episode(), strict=False):
-            start = time.perf_counter()
-            policy.predict_action(obs)
-            out.append((time.perf_counter() - start) * 1000)
-            if timings is not None:
-                timings.append(policy.last_timing)
-    return out
+            for policy in (direct, remote) if calls % 2 else (remote, direct):
+                start = time.perf_counter()
+                policy.predict_action(obs)
+                times[policy].append((time.perf_counter() - start) * 1000)
+            timings.append(remote.last_timing)
+            calls += 1
+    return times[direct], times[remote], timings
 
 
 def _serve(checkpoint: Path, threads: int) -> tuple[subprocess.Popen, str]:
@@ -164,24 +177,26 @@ def main() -> None:
         for name in args.models.split(","):
             checkpoint, episode = builders[name](Path(tmp) / name)
             policy = load_policy(checkpoint)
-            _time(policy, episode, episodes=1, steps=args.steps)  # warm-up
-            direct = _time(policy, episode, episodes=args.episodes, steps=args.steps)
             proc, url = _serve(checkpoint, args.threads)
             try:
                 remote_policy = RemotePolicy(url)
-                _time(remote_policy, episode, episodes=1, steps=args.steps)
-                timings: list[dict[str, float]] = []
-                remote = _time(remote_policy, episode, episodes=args.episodes, steps=args.steps, timings=timings)
+                _time(policy, remote_policy, episode, episodes=1, steps=args.steps)  # warm-up
+                direct, remote, timings = _time(policy, remote_policy, episode, episodes=args.episodes,
+                                                steps=args.steps)
                 remote_policy.close()
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
             infer = [t["infer_ms"] for t in timings]
             queue = [t["queue_ms"] for t in timings]
+            transport = [r - i for r, i in zip(remote, infer, strict=True)]
+            direct_p50 = statistics.median(direct)
             print(f"{name:<16} direct predict_action   {_percentiles(direct)}   ({len(direct)} calls)")
             print(f"{'':<16} embodied serve request {_percentiles(remote)}   server infer {_percentiles(infer)}, "
                   f"queue p50 {statistics.median(queue):.2f} ms")
-            print(f"{'':<16} overhead p50 {statistics.median(remote) - statistics.median(direct):+.2f} ms")
+            print(f"{'':<16} overhead p50 {statistics.median(remote) - direct_p50:+.2f} ms; transport (request less "
+                  f"the server's inference) p50 {statistics.median(transport):.2f} ms = "
+                  f"{statistics.median(transport) / direct_p50:.1%} of the direct p50")
 
 
 if __name__ == "__main__":
